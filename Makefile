@@ -1,0 +1,70 @@
+# Two set-up commands for a fresh machine with Python 3.11 and pip:
+#   make book   -> virtual environment + install + executed HTML book in _build/html
+#   make test   -> same environment, runs the test suite
+# Every version is pinned in constraints.txt; nothing is installed outside .venv except,
+# for the browser tests, Debian's chromium and chromium-driver (see `browser-deps`).
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+# GPU=1 installs paddlepaddle-gpu instead of the CPU wheel (see README, "GPU machines").
+GPU    ?= 0
+PADDLE_GPU_INDEX ?=
+PYTEST_ARGS ?=
+
+.PHONY: help install book test test-fast bench gpu-check browser-deps lock clean clean-book
+
+help:
+	@echo "make book   build the executed HTML book into _build/html"
+	@echo "make test   run the test suite (book build and browser checks included)"
+	@echo "make bench  print build times and the CPU two-worker speedup"
+
+$(STAMP): pyproject.toml constraints.txt
+	@test -x "$(PY)" || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade "pip>=23.2"
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[book,grading,dev]"
+ifeq ($(GPU),1)
+	$(PY) -m pip uninstall --yes paddlepaddle
+	$(PY) -m pip install --quiet paddlepaddle-gpu==$$(grep '^paddlepaddle==' constraints.txt | cut -d= -f3) $(if $(PADDLE_GPU_INDEX),-i $(PADDLE_GPU_INDEX))
+endif
+	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (course)" >/dev/null
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+book: $(STAMP)
+	$(PY) -m grader.build
+
+test: $(STAMP) browser-deps
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(PY) bench/cpu_workers.py
+	$(PY) bench/book_build.py
+
+gpu-check: $(STAMP)
+	$(PY) -m grader.gpu_check
+
+# Debian's chromium + chromium-driver drive the browser tests. Installed only when missing,
+# and only where apt-get can run (root); elsewhere the README says what to install.
+browser-deps:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing Debian's chromium and chromium-driver for the browser tests"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) \
+	  || echo "could not install chromium; browser tests will fail with instructions"; \
+	else echo "chromium/chromedriver missing: run 'sudo apt-get install chromium chromium-driver' for the browser tests"; fi
+
+# Regenerate constraints.txt from the current environment (maintainers only).
+lock: $(STAMP)
+	$(PY) -m pip freeze --exclude-editable | sed 's/^torch==\([0-9.]*\)+cpu/torch==\1/' > constraints.txt
+
+clean-book:
+	rm -rf _build/html _build/.doctrees
+
+clean: clean-book
+	rm -rf _build $(VENV)

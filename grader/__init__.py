@@ -1,0 +1,11 @@
+"""Helper package for the course *Parallel Deep Learning with PyTorch and PaddlePaddle*.
+
+Layers (see README, "The grader package"):
+
+- :mod:`grader.lab` is what chapters and students import: devices, backend adapters,
+  timing, launching ranks, timelines.
+- :mod:`grader.checks` holds the typed checks that exercises' hidden tests call.
+- :mod:`grader.build` builds the executed book.
+"""
+
+__version__ = "0.1.0"

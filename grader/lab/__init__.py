@@ -1,0 +1,52 @@
+"""What chapters and students import: ``from grader.lab import get_devices, Benchmark, ...``."""
+from __future__ import annotations
+
+import datetime
+import inspect
+import logging
+import platform
+
+from .backends import FRAMEWORKS, get_backend
+from .bench import Benchmark, Stats, measure
+from .devices import DevicePlan, close_workers, cpu_cores, get_devices, plan_devices
+from .launch import RankFailed, RankTimeout, launch
+from .timeline import Interval, Timeline
+
+# Paddle puts an INFO handler on the root logger; matplotlib's font-cache notices would
+# then land in chapter outputs. They say nothing about the experiments.
+logging.getLogger("matplotlib").setLevel(logging.WARNING)
+
+__all__ = [
+    "FRAMEWORKS", "get_backend", "Benchmark", "Stats", "measure", "DevicePlan", "get_devices",
+    "plan_devices", "close_workers", "cpu_cores", "launch", "RankFailed", "RankTimeout",
+    "Interval", "Timeline", "hardware_summary", "show_source", "cpu_model",
+]
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def hardware_summary() -> str:
+    """One line saying where this page's outputs were computed."""
+    parts = [f"{cpu_cores()} CPU cores ({cpu_model()})"]
+    for fw in FRAMEWORKS:
+        be = get_backend(fw)
+        n = be.gpu_count()
+        gpus = f"{n} GPU(s): {be.gpu_name(0)}" if n else "no GPU"
+        parts.append(f"{be.LABEL} {be.version()} sees {gpus}")
+    today = datetime.date.today().isoformat()
+    return "Outputs on this page were computed while building it, on " + "; ".join(parts) + f"; {today}."
+
+
+def show_source(obj: object) -> None:
+    """Print the source of a course function (workloads live in modules so that worker
+    processes can import them; this shows the reader exactly what runs)."""
+    print(inspect.getsource(obj).rstrip())

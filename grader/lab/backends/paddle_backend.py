@@ -1,0 +1,172 @@
+"""PaddlePaddle adapter. Same public names, signatures and return types as ``torch_backend``."""
+from __future__ import annotations
+
+import contextlib
+import os
+import warnings
+from typing import Any, ContextManager, Sequence
+
+import numpy as np
+
+# Paddle warns on import when ccache is missing (it only matters for compiling C++
+# extensions) and logs glog lines; neither says anything about the experiments.
+os.environ.setdefault("GLOG_minloglevel", "2")
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    import paddle
+
+from ._common import HostEvent, parse_spec, process_rss_bytes
+
+NAME = "paddle"
+LABEL = "PaddlePaddle"
+
+
+def version() -> str:
+    return paddle.__version__
+
+
+def gpu_count() -> int:
+    if not paddle.is_compiled_with_cuda():
+        return 0
+    return int(paddle.device.cuda.device_count())
+
+
+def gpu_name(index: int = 0) -> str:
+    return paddle.device.cuda.get_device_name(index)
+
+
+def native_device(spec: str) -> Any:
+    kind, index = parse_spec(spec)
+    return paddle.CPUPlace() if kind == "cpu" else paddle.CUDAPlace(index)
+
+
+def synchronize(spec: str | None = None) -> None:
+    """Wait until all queued work on ``spec`` (all GPUs if None) has finished. No-op on CPU."""
+    if spec is None:
+        for i in range(gpu_count()):
+            paddle.device.cuda.synchronize(i)
+        return
+    kind, index = parse_spec(spec)
+    if kind == "gpu":
+        paddle.device.cuda.synchronize(index)
+
+
+def set_num_threads(n: int) -> None:
+    # Paddle's CPU kernels read this; OMP_NUM_THREADS covers the OpenMP ones.
+    n = max(1, int(n))
+    paddle.base.core.set_num_threads(n)
+    os.environ["OMP_NUM_THREADS"] = str(n)
+    global _threads
+    _threads = n
+
+
+_threads = int(os.environ.get("OMP_NUM_THREADS", os.cpu_count() or 1))
+
+
+def get_num_threads() -> int:
+    return _threads
+
+
+_DTYPES = ("float32", "float64", "float16", "bfloat16")
+
+
+def manual_seed(seed: int) -> None:
+    paddle.seed(seed)
+
+
+def randn(shape: Sequence[int], seed: int = 0, dtype: str = "float32", device: str = "cpu") -> Any:
+    """Normal random tensor. Drawn with NumPy so both frameworks get the same numbers."""
+    if dtype not in _DTYPES:
+        raise ValueError(f"dtype {dtype!r} not one of {sorted(_DTYPES)}")
+    data = np.random.default_rng(seed).standard_normal(tuple(shape)).astype(dtype)
+    return from_numpy(data, device)
+
+
+def zeros(shape: Sequence[int], dtype: str = "float32", device: str = "cpu") -> Any:
+    if dtype not in _DTYPES:
+        raise ValueError(f"dtype {dtype!r} not one of {sorted(_DTYPES)}")
+    return paddle.zeros(list(shape), dtype=dtype).to(_place_str(device))
+
+
+def _place_str(device: str) -> str:
+    kind, index = parse_spec(device)
+    return "cpu" if kind == "cpu" else f"gpu:{index}"
+
+
+def from_numpy(array: np.ndarray, device: str = "cpu") -> Any:
+    # Always give the place explicitly: paddle.to_tensor's default follows the global
+    # paddle.set_device, which is exactly the hidden state this course avoids.
+    return paddle.to_tensor(np.ascontiguousarray(array), place=native_device(device))
+
+
+def to_numpy(tensor: Any) -> np.ndarray:
+    return tensor.detach().cpu().numpy()
+
+
+def matmul(a: Any, b: Any) -> Any:
+    return paddle.matmul(a, b)
+
+
+def to_device(tensor: Any, device: str, non_blocking: bool = False) -> Any:
+    """Copy to ``device``. ``non_blocking`` only overlaps with compute for pinned host memory."""
+    return tensor.to(_place_str(device), blocking=not non_blocking)
+
+
+def tensor_device(tensor: Any) -> str:
+    place = tensor.place
+    if place.is_gpu_place():
+        return f"gpu:{place.gpu_device_id()}"
+    return "cpu"
+
+
+def nbytes(tensor: Any) -> int:
+    return int(tensor.numel()) * int(tensor.element_size())
+
+
+def memory_allocated(device: str) -> int:
+    """Bytes the framework's allocator holds on a GPU; on the CPU, this process's resident memory."""
+    kind, index = parse_spec(device)
+    return int(paddle.device.cuda.memory_allocated(index)) if kind == "gpu" else process_rss_bytes()
+
+
+def pin_memory(tensor: Any) -> Any:
+    """Page-locked copy of a host tensor. Pinning needs a GPU driver: without one it returns ``tensor``."""
+    return tensor.pin_memory() if gpu_count() else tensor
+
+
+class Event:
+    """Marks a point in a device's queue; ``elapsed_ms`` between two recorded events."""
+
+    def __init__(self, device: str = "cpu") -> None:
+        kind, _ = parse_spec(device)
+        self._ev = paddle.device.cuda.Event(enable_timing=True) if kind == "gpu" else HostEvent()
+
+    def record(self, stream: Any = None) -> "Event":
+        if isinstance(self._ev, HostEvent):
+            self._ev.record()
+        else:
+            self._ev.record(stream) if stream is not None else self._ev.record()
+        return self
+
+    def synchronize(self) -> None:
+        self._ev.synchronize()
+
+    def elapsed_ms(self, end: "Event") -> float:
+        if isinstance(self._ev, HostEvent):
+            return self._ev.elapsed_ms(end._ev)
+        return float(self._ev.elapsed_time(end._ev))
+
+
+def current_stream(device: str) -> Any:
+    kind, index = parse_spec(device)
+    return paddle.device.cuda.current_stream(index) if kind == "gpu" else None
+
+
+def new_stream(device: str) -> Any:
+    kind, index = parse_spec(device)
+    return paddle.device.cuda.Stream(index) if kind == "gpu" else None
+
+
+def use_stream(stream: Any) -> ContextManager:
+    """Run the block on ``stream`` (a no-op for the CPU, which has none)."""
+    return paddle.device.cuda.stream_guard(stream) if stream is not None else contextlib.nullcontext()

@@ -1,0 +1,226 @@
+"""Run a function on N ranks with torch.distributed or paddle.distributed.
+
+``launch(fn, nprocs=2, framework="torch")`` starts one fresh Python process per rank,
+initialises the framework's process group (gloo on CPU, NCCL when every rank has its own
+GPU), calls ``fn(rank, world_size, *args)`` and returns the ranks' return values in rank
+order. It works from a notebook cell and from tests alike: ``fn`` must be importable
+(defined in a module; pickle sends it by name).
+
+Failure is loud and bounded: a rank that raises ends the run with :class:`RankFailed`
+carrying that rank's traceback; a rank that dies without a word (``os._exit``, a
+segfault) ends it with :class:`RankFailed` naming its exit code; a run that outlives
+``timeout`` ends with :class:`RankTimeout` naming the ranks still running. Either way the
+other ranks are killed: nothing is left hanging.
+
+This is a teaching launcher for one machine. Multi-node jobs go through the frameworks'
+own launchers (``torchrun``, ``python -m paddle.distributed.launch``).
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from typing import Any, Callable
+
+from .devices import cpu_cores
+
+__all__ = ["launch", "RankFailed", "RankTimeout", "LaunchResult", "free_ports"]
+
+
+class RankFailed(RuntimeError):
+    def __init__(self, rank: int, detail: str) -> None:
+        super().__init__(f"rank {rank} failed:\n{detail}")
+        self.rank, self.detail = rank, detail
+
+
+class RankTimeout(TimeoutError):
+    def __init__(self, ranks: list[int], timeout: float, detail: str) -> None:
+        super().__init__(
+            f"rank(s) {ranks} still running after {timeout:.0f} s (a hang: a collective waiting "
+            f"for a rank that never joins, or an endless loop); all ranks were stopped.\n{detail}"
+        )
+        self.ranks, self.timeout = ranks, timeout
+
+
+class LaunchResult(list):
+    """The ranks' return values in rank order, plus how the run went."""
+
+    def __init__(self, values: list[Any], backend: str, seconds: float, logs: list[str]) -> None:
+        super().__init__(values)
+        self.backend, self.seconds, self.logs = backend, seconds, logs
+
+    def __repr__(self) -> str:
+        return f"LaunchResult({list(self)!r}, backend={self.backend!r}, seconds={self.seconds:.2f})"
+
+
+def free_ports(n: int) -> list[int]:
+    socks, ports = [], []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+def _rank_env(framework: str, rank: int, world: int, ports: list[int], backend: str,
+              threads: int) -> dict[str, str]:
+    env = {
+        "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+        "GLOG_minloglevel": "2",
+        "COURSE_RANK": str(rank), "COURSE_WORLD_SIZE": str(world),
+        "COURSE_FRAMEWORK": framework, "COURSE_DIST_BACKEND": backend,
+    }
+    if framework == "torch":
+        env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(ports[0]), RANK=str(rank),
+                   LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world))
+    else:  # what `python -m paddle.distributed.launch` sets for each trainer
+        endpoints = [f"127.0.0.1:{p}" for p in ports[1:world + 1]]
+        env.update(
+            PADDLE_MASTER=f"127.0.0.1:{ports[0]}", PADDLE_TRAINER_ID=str(rank),
+            PADDLE_TRAINERS_NUM=str(world), PADDLE_TRAINER_ENDPOINTS=",".join(endpoints),
+            PADDLE_CURRENT_ENDPOINT=endpoints[rank], PADDLE_RANK_IN_NODE=str(rank),
+            PADDLE_LOCAL_RANK=str(rank), PADDLE_LOCAL_SIZE=str(world),
+            PADDLE_GLOBAL_RANK=str(rank), PADDLE_GLOBAL_SIZE=str(world), PADDLE_NNODES="1",
+            PADDLE_DISTRI_BACKEND=backend, FLAGS_selected_gpus=str(rank),
+        )
+    return env
+
+
+def _rank_main(job_path: str, out_path: str) -> None:
+    """Entry point of one rank's process."""
+    rank = int(os.environ["COURSE_RANK"])
+    world = int(os.environ["COURSE_WORLD_SIZE"])
+    framework, backend = os.environ["COURSE_FRAMEWORK"], os.environ["COURSE_DIST_BACKEND"]
+    try:
+        with open(job_path, "rb") as f:
+            fn, args, kwargs, init_timeout = pickle.load(f)
+        from .backends import get_backend
+
+        get_backend(framework).set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+        if framework == "torch":
+            import datetime
+
+            import torch.distributed as dist
+
+            dist.init_process_group(backend, rank=rank, world_size=world,
+                                    timeout=datetime.timedelta(seconds=init_timeout))
+        else:
+            import paddle.distributed as dist
+
+            dist.init_parallel_env()
+        value = fn(rank, world, *args, **kwargs)
+        payload = ("ok", value)
+    except BaseException:
+        payload = ("err", traceback.format_exc())
+    with open(out_path + ".tmp", "wb") as f:
+        pickle.dump(payload, f)
+    os.replace(out_path + ".tmp", out_path)
+    if framework == "torch" and payload[0] == "ok":
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    # Skip interpreter teardown: some framework threads (gloo, paddle's store) can block it.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _tail(path: str, lines: int = 12) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            got = f.readlines()[-lines:]
+    except OSError:
+        return ""
+    return "".join(got)
+
+
+def launch(fn: Callable[..., Any], nprocs: int = 2, framework: str = "torch", args: tuple = (),
+           kwargs: dict | None = None, timeout: float = 120.0, backend: str | None = None,
+           gpu_count: int | None = None) -> LaunchResult:
+    """Run ``fn(rank, world_size, *args, **kwargs)`` on ``nprocs`` ranks; see the module doc."""
+    from .backends import get_backend
+
+    if nprocs < 1:
+        raise ValueError("nprocs must be at least 1")
+    gpus = get_backend(framework).gpu_count() if gpu_count is None else gpu_count
+    backend = backend or ("nccl" if gpus >= nprocs else "gloo")
+    threads = max(1, cpu_cores() // nprocs)
+    work = tempfile.mkdtemp(prefix="course-launch-")
+    job = os.path.join(work, "job.pkl")
+    try:
+        with open(job, "wb") as f:
+            pickle.dump((fn, args, kwargs or {}, max(30.0, timeout)), f)
+    except (pickle.PicklingError, AttributeError, TypeError) as exc:
+        raise TypeError(
+            f"cannot send {fn!r} to the ranks: {exc}. The function must be importable "
+            "(defined in a module, not in a notebook cell), and its arguments picklable."
+        ) from exc
+    ports = free_ports(nprocs + 1)
+    base_env = dict(os.environ)
+    base_env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p] + [base_env.get("PYTHONPATH", "")])
+    procs, outs, logs = [], [], []
+    t_start = time.perf_counter()
+    for rank in range(nprocs):
+        out, log = os.path.join(work, f"rank{rank}.out"), os.path.join(work, f"rank{rank}.log")
+        env = {**base_env, **_rank_env(framework, rank, nprocs, ports, backend, threads)}
+        with open(log, "wb") as lf:
+            procs.append(subprocess.Popen(
+                [sys.executable, "-c",
+                 f"from grader.lab.launch import _rank_main; _rank_main({job!r}, {out!r})"],
+                stdout=lf, stderr=lf, stdin=subprocess.DEVNULL, env=env, cwd=os.getcwd(),
+                start_new_session=True,
+            ))
+        outs.append(out)
+        logs.append(log)
+
+    def stop_all() -> None:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        for p in procs:
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+
+    results: dict[int, Any] = {}
+    deadline = time.monotonic() + timeout
+    try:
+        while len(results) < nprocs:
+            for rank, (p, out) in enumerate(zip(procs, outs)):
+                if rank in results:
+                    continue
+                if os.path.exists(out):
+                    with open(out, "rb") as f:
+                        status, value = pickle.load(f)
+                    if status == "err":
+                        raise RankFailed(rank, value + _log_note(logs[rank]))
+                    results[rank] = value
+                elif p.poll() is not None:
+                    raise RankFailed(rank, f"process exited with code {p.returncode} before "
+                                           f"returning (killed, crashed or os._exit)."
+                                           + _log_note(logs[rank]))
+            if len(results) < nprocs:
+                if time.monotonic() > deadline:
+                    waiting = [r for r in range(nprocs) if r not in results]
+                    raise RankTimeout(waiting, timeout,
+                                      "".join(_log_note(logs[r]) for r in waiting))
+                time.sleep(0.05)
+    finally:
+        stop_all()
+    return LaunchResult([results[r] for r in range(nprocs)], backend,
+                        time.perf_counter() - t_start, logs)
+
+
+def _log_note(log: str) -> str:
+    tail = _tail(log)
+    return f"\n--- last lines of {log} ---\n{tail}" if tail.strip() else ""

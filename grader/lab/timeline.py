@@ -1,0 +1,138 @@
+"""Intervals per device or stream, recorded by the run itself, drawn as a chart, with the
+overlap computed as a number to print beside it.
+
+Times are seconds on one clock. CPU workers and the host share ``perf_counter`` (Linux's
+CLOCK_MONOTONIC is system-wide); GPU intervals come from device events anchored to it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+__all__ = ["Interval", "Timeline", "COLORS"]
+
+COLORS = {"compute": "#4C72B0", "copy": "#DD8452", "comm": "#55A868", "other": "#8C8C8C"}
+
+
+@dataclass(frozen=True)
+class Interval:
+    row: str
+    start: float
+    end: float
+    kind: str = "compute"
+    label: str = ""
+
+    @property
+    def duration(self) -> float:
+        return self.end - self.start
+
+
+def _merge(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[list[float]] = []
+    for s, e in sorted(spans):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return [(s, e) for s, e in out]
+
+
+@dataclass
+class Timeline:
+    title: str = ""
+    intervals: list[Interval] = field(default_factory=list)
+
+    # -- building ---------------------------------------------------------------
+    def add(self, row: str, start: float, end: float, kind: str = "compute", label: str = "") -> None:
+        if end < start:
+            raise ValueError(f"interval on {row!r} ends ({end}) before it starts ({start})")
+        self.intervals.append(Interval(row, start, end, kind, label))
+
+    def add_records(self, row: str, records: Iterable[Any], kinds: Iterable[str] | None = None) -> None:
+        """Add ``TaskRecord``s (nanosecond clocks) from a device or worker."""
+        keep = set(kinds) if kinds else None
+        for r in records:
+            if keep is None or r.kind in keep:
+                self.add(row, r.start_ns / 1e9, r.end_ns / 1e9, r.kind, r.label)
+
+    @classmethod
+    def from_devices(cls, devices: Iterable[Any], title: str = "", since_ns: int = 0) -> "Timeline":
+        tl = cls(title)
+        for d in devices:
+            tl.add_records(str(d), [r for r in d.records if r.start_ns >= since_ns])
+        return tl
+
+    # -- reading ----------------------------------------------------------------
+    @property
+    def rows(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for i in self.intervals:
+            seen.setdefault(i.row, None)
+        return list(seen)
+
+    def start(self) -> float:
+        return min(i.start for i in self.intervals)
+
+    def end(self) -> float:
+        return max(i.end for i in self.intervals)
+
+    def span(self) -> float:
+        return self.end() - self.start() if self.intervals else 0.0
+
+    def busy(self, row: str, kinds: Iterable[str] | None = None) -> list[tuple[float, float]]:
+        keep = set(kinds) if kinds else None
+        return _merge((i.start, i.end) for i in self.intervals
+                      if i.row == row and (keep is None or i.kind in keep))
+
+    def busy_time(self, row: str, kinds: Iterable[str] | None = None) -> float:
+        return sum(e - s for s, e in self.busy(row, kinds))
+
+    def overlap(self, row_a: str, row_b: str, kinds_a: Iterable[str] | None = None,
+                kinds_b: Iterable[str] | None = None) -> float:
+        """Seconds during which both rows (or both kinds within one row) were busy."""
+        a, b = self.busy(row_a, kinds_a), self.busy(row_b, kinds_b)
+        total, i, j = 0.0, 0, 0
+        while i < len(a) and j < len(b):
+            lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+            if hi > lo:
+                total += hi - lo
+            if a[i][1] < b[j][1]:
+                i += 1
+            else:
+                j += 1
+        return total
+
+    def summary(self) -> str:
+        lines = [f"{self.title or 'timeline'}: span {self.span() * 1e3:.1f} ms"]
+        for r in self.rows:
+            lines.append(f"  {r:<14} busy {self.busy_time(r) * 1e3:8.1f} ms")
+        return "\n".join(lines)
+
+    # -- drawing ----------------------------------------------------------------
+    def plot(self, ax: Any = None, unit: str = "ms", annotate: str | None = None) -> Any:
+        """Draw one row per device or stream; compute, copy and communication in their colours."""
+        import matplotlib.pyplot as plt
+        from matplotlib.patches import Patch
+
+        scale = {"s": 1.0, "ms": 1e3, "us": 1e6}[unit]
+        if ax is None:
+            _, ax = plt.subplots(figsize=(8, 0.6 + 0.55 * max(1, len(self.rows))))
+        t0 = self.start() if self.intervals else 0.0
+        rows = self.rows
+        for y, row in enumerate(rows):
+            for iv in (i for i in self.intervals if i.row == row):
+                ax.broken_barh([((iv.start - t0) * scale, max(iv.duration * scale, 1e-9))],
+                               (y - 0.35, 0.7), facecolors=COLORS.get(iv.kind, COLORS["other"]),
+                               edgecolor="white", linewidth=0.5)
+        ax.set_yticks(range(len(rows)), rows)
+        ax.invert_yaxis()
+        ax.set_xlabel(f"time ({unit})")
+        kinds = sorted({i.kind for i in self.intervals})
+        ax.legend(handles=[Patch(color=COLORS.get(k, COLORS["other"]), label=k) for k in kinds],
+                  loc="upper right", fontsize="small", frameon=False,
+                  bbox_to_anchor=(1.0, 1.0 + 0.5 / max(1, len(rows))), ncol=len(kinds))
+        title = self.title + (f"\n{annotate}" if annotate else "")
+        if title:
+            ax.set_title(title, fontsize="medium", loc="left")
+        ax.figure.tight_layout()
+        return ax

@@ -1,0 +1,58 @@
+"""Shared fixtures. CPU by default; ``gpu``/``multi_gpu`` tests skip without the GPUs."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _gpus() -> int:
+    try:
+        from grader.lab.backends import get_backend
+
+        return get_backend("torch").gpu_count()
+    except Exception:
+        return 0
+
+
+def pytest_collection_modifyitems(config, items):
+    n = _gpus()
+    for item in items:
+        if "multi_gpu" in item.keywords and n < 2:
+            item.add_marker(pytest.mark.skip(reason=f"needs 2 GPUs, this machine has {n}"))
+        elif "gpu" in item.keywords and n < 1:
+            item.add_marker(pytest.mark.skip(reason="needs a GPU, this machine has none"))
+
+
+@pytest.fixture(scope="session")
+def built_book() -> Path:
+    """The executed book in ``_build/html``, built (or brought up to date) once per session.
+
+    It is the same build ``make book`` makes, sharing its execution cache.
+    """
+    from grader.build import build
+
+    build(ROOT, quiet=True)
+    html = ROOT / "_build" / "html"
+    assert (html / "index.html").exists()
+    return html
+
+
+@pytest.fixture(scope="session")
+def chromium() -> tuple[str, str]:
+    """Paths of Debian's chromium and chromedriver. Missing ones fail in CI, skip elsewhere."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    if not (browser and driver):
+        msg = ("browser tests need Debian's chromium and chromium-driver: "
+               "run `sudo apt-get install chromium chromium-driver` (make test does it as root)")
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return browser, driver

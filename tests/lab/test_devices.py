@@ -1,0 +1,101 @@
+import numpy as np
+import pytest
+
+from grader.lab import devices as devmod
+from grader.lab.devices import GpuDevice, HostDevice, WorkerDevice, get_devices, plan_devices
+from grader.lab.timeline import Timeline
+from grader.lab.workers import WorkerDied, WorkerError
+from grader.lab.workloads import matmul_last, spin
+
+
+@pytest.mark.parametrize("gpus, kind, specs", [
+    (0, "cpu-workers", ["worker:0", "worker:1"]),
+    (1, "gpu+cpu", ["gpu:0", "cpu"]),
+    (2, "gpus", ["gpu:0", "gpu:1"]),
+    (8, "gpus", ["gpu:0", "gpu:1"]),
+])
+def test_plan_for_two_devices_given_0_1_2_gpus(gpus, kind, specs):
+    assert plan_devices(2, gpus) == (kind, specs)
+
+
+def test_plan_rejects_zero_devices():
+    with pytest.raises(ValueError, match="at least one device"):
+        plan_devices(0, 2)
+
+
+@pytest.mark.parametrize("framework", ["torch", "paddle"])
+@pytest.mark.parametrize("gpus, types", [(1, [GpuDevice, HostDevice]), (2, [GpuDevice, GpuDevice])])
+def test_faked_gpus_give_gpu_devices_in_both_frameworks(framework, gpus, types, monkeypatch):
+    plan = get_devices(2, framework, gpu_count=gpus, verbose=False)
+    assert [type(d) for d in plan] == types
+    assert plan.framework == framework and not plan.simulated
+    be = plan[0].backend
+    monkeypatch.setattr(be, "gpu_name", lambda i=0: "Fake GPU")
+    line = plan.describe()
+    assert "GPU" in line and "Fake GPU" in line
+    if gpus == 1:
+        assert "CPU stands in" in line
+
+
+@pytest.mark.parametrize("framework", ["torch", "paddle"])
+def test_no_gpu_gives_labelled_cpu_workers(framework, capsys):
+    plan = get_devices(2, framework, gpu_count=0)
+    out = capsys.readouterr().out
+    assert out.startswith("no GPU: 2 CPU worker processes stand in for 2 devices")
+    assert all(isinstance(d, WorkerDevice) for d in plan) and plan.simulated
+
+
+@pytest.mark.parametrize("framework", ["torch", "paddle"])
+def test_worker_computes_the_same_product_as_numpy(framework):
+    plan = get_devices(2, framework, gpu_count=0, verbose=False)
+    a = np.random.default_rng(1).standard_normal((64, 64)).astype(np.float32)
+    ref = plan[1].put(a)
+    got = plan[1].get(plan[1].submit(matmul_last, ref, 3))
+    np.testing.assert_allclose(got, a @ a, rtol=1e-4, atol=1e-4)
+
+
+def test_submit_returns_before_the_work_is_done():
+    plan = get_devices(2, "torch", gpu_count=0, verbose=False)
+    fut = plan[0].submit(spin, 0.5, keep=False)
+    assert not fut.done()            # queued like a GPU kernel, still running
+    assert fut.result(timeout=30) == 0.5
+
+
+def test_two_workers_really_run_at_the_same_time():
+    plan = get_devices(2, "torch", gpu_count=0, verbose=False)
+    plan.synchronize()
+    import time
+    since = time.perf_counter_ns()
+    for d in plan:
+        d.submit(spin, 0.3)
+    plan.synchronize()
+    tl = Timeline.from_devices(plan, since_ns=since)
+    (a0, a1), = tl.busy("worker:0")
+    (b0, b1), = tl.busy("worker:1")
+    # Overlap, on any machine: the later start comes before the earlier end.
+    assert max(a0, b0) < min(a1, b1)
+
+
+def test_error_in_worker_carries_its_traceback():
+    plan = get_devices(2, "torch", gpu_count=0, verbose=False)
+    fut = plan[0].submit(plan_devices, 0, 0)   # raises ValueError inside the worker
+    with pytest.raises(WorkerError, match="at least one device"):
+        fut.result(timeout=30)
+    assert plan[0].submit(spin, 0.0, keep=False).result(timeout=30) == 0.0  # the worker lives on
+
+
+def test_function_from_a_notebook_cell_gets_a_clear_error():
+    plan = get_devices(2, "torch", gpu_count=0, verbose=False)
+    with pytest.raises(TypeError, match="must be importable"):
+        plan[0].submit(lambda: 1)
+
+
+def test_dead_worker_is_reported_and_can_be_replaced():
+    import os
+    plan = get_devices(2, "torch", gpu_count=0, verbose=False)
+    fut = plan[0].submit(os._exit, 7)
+    with pytest.raises(WorkerDied, match="exit code 7"):
+        fut.result(timeout=30)
+    fresh = get_devices(2, "torch", gpu_count=0, verbose=False)  # notices the dead one
+    assert fresh[0].submit(spin, 0.0, keep=False).result(timeout=30) == 0.0
+    assert devmod._WORKERS[2][0].alive

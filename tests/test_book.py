@@ -1,0 +1,78 @@
+"""The book builds with executed outputs, fails on warnings, and rebuilds from its cache."""
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader.build import build
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_every_chapter_in_the_toc_is_built_with_outputs(built_book):
+    import yaml
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]] + [c["file"] for p in toc["parts"] for c in p["chapters"]]
+    for f in files:
+        page = built_book / f"{f}.html"
+        assert page.exists(), f"{f} missing from the built book"
+    html = (built_book / "chapters" / "toolkit.html").read_text()
+    assert "cell_output" in html, "code cells were not executed"
+    assert re.search(r"no GPU: 2 CPU worker processes stand in|GPU\(s\) for 2 devices", html)
+    assert "tag_torch" in html and "tag_paddle" in html
+    assert ".png" in html  # the timelines were drawn
+
+
+def test_each_framework_cell_ran(built_book):
+    nb = json.loads((ROOT / "_build" / "jupyter_execute" / "chapters" / "toolkit.ipynb").read_text())
+    ran = {"torch": 0, "paddle": 0}
+    for cell in nb["cells"]:
+        tags = cell.get("metadata", {}).get("tags", [])
+        for fw in ran:
+            if fw in tags and cell.get("outputs"):
+                ran[fw] += 1
+    assert ran["torch"] >= 3 and ran["paddle"] >= 3, ran
+
+
+def test_a_cached_rebuild_executes_nothing(built_book):
+    out = subprocess.run(
+        [sys.executable, "-c", "from grader.build import build; build(quiet=False)"],
+        cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "Executing" not in out.stdout + out.stderr
+
+
+def _tiny_book(tmp_path: Path, page: str, toc_extra: str = "") -> Path:
+    (tmp_path / "_config.yml").write_text(
+        "title: t\nexecute:\n  execute_notebooks: force\n  allow_errors: false\n"
+        "only_build_toc_files: true\n")
+    (tmp_path / "_toc.yml").write_text(f"format: jb-book\nroot: index\n{toc_extra}")
+    (tmp_path / "index.md").write_text(page)
+    return tmp_path
+
+
+NB_HEADER = ("---\njupytext:\n  text_representation:\n    format_name: myst\n"
+             "kernelspec:\n  display_name: Python 3\n  language: python\n  name: python3\n---\n")
+
+
+def test_a_cell_error_fails_the_build(tmp_path):
+    book = _tiny_book(tmp_path, NB_HEADER + "# T\n\n```{code-cell} ipython3\n1/0\n```\n")
+    with pytest.raises(subprocess.CalledProcessError):
+        build(book, quiet=True)
+
+
+def test_a_broken_reference_fails_the_build(tmp_path):
+    book = _tiny_book(tmp_path, "# T\n\nSee {ref}`no-such-label`.\n")
+    with pytest.raises(subprocess.CalledProcessError):
+        build(book, quiet=True)
+
+
+def test_a_page_missing_from_the_toc_fails_the_build(tmp_path):
+    book = _tiny_book(tmp_path, "# T\n\nhello\n",
+                      toc_extra="chapters:\n  - file: missing_page\n")
+    with pytest.raises(subprocess.CalledProcessError):
+        build(book, quiet=True)

@@ -1,0 +1,78 @@
+"""The framework switch, checked in a real headless Chromium against the built book."""
+import functools
+import http.server
+import threading
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+
+@pytest.fixture(scope="module")
+def site(built_book):
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(built_book))
+    http.server.ThreadingHTTPServer.allow_reuse_address = True
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser(chromium, tmp_path_factory):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    binary, driver = chromium
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = binary
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+                 "--window-size=1280,900",
+                 f"--user-data-dir={tmp_path_factory.mktemp('chrome-profile')}"):
+        opts.add_argument(flag)
+    drv = webdriver.Chrome(service=Service(driver), options=opts)
+    drv.set_page_load_timeout(60)
+    yield drv
+    drv.quit()
+
+
+def _shown(drv, css):
+    return [e for e in drv.find_elements("css selector", css) if e.is_displayed()]
+
+
+def test_reader_picks_a_framework_once_and_every_page_follows(browser, site):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(f"{site}/chapters/toolkit.html")
+    browser.execute_script("localStorage.clear()")
+    browser.get(f"{site}/chapters/toolkit.html")
+    wait = WebDriverWait(browser, 20)
+    wait.until(lambda d: d.find_elements("css selector", ".fw-switch button"))
+
+    # Default: PyTorch cells shown, Paddle cells hidden.
+    assert _shown(browser, ".tag_torch") and not _shown(browser, ".tag_paddle")
+
+    browser.find_element("css selector", ".fw-switch button[data-fw='paddle']").click()
+    assert _shown(browser, ".tag_paddle") and not _shown(browser, ".tag_torch")
+    pressed = browser.find_element("css selector", ".fw-switch button[aria-pressed='true']")
+    assert pressed.get_attribute("data-fw") == "paddle"
+
+    # Another page, reached by a link: the choice is remembered.
+    browser.get(f"{site}/chapters/intro.html")
+    browser.get(f"{site}/chapters/toolkit.html")
+    wait.until(lambda d: d.find_elements("css selector", ".fw-switch button"))
+    assert _shown(browser, ".tag_paddle") and not _shown(browser, ".tag_torch")
+
+    # "Both" shows the two side by side.
+    browser.find_element("css selector", ".fw-switch button[data-fw='both']").click()
+    assert _shown(browser, ".tag_paddle") and _shown(browser, ".tag_torch")
+    assert browser.execute_script("return localStorage.getItem('course-framework')") == "both"
+
+
+def test_outputs_of_both_frameworks_are_in_the_page(browser, site):
+    browser.get(f"{site}/chapters/toolkit.html")
+    text = browser.find_element("css selector", "article").get_attribute("textContent")
+    assert "PyTorch" in text and "PaddlePaddle" in text
+    assert "clock read after synchronize" in text
