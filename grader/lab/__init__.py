@@ -36,14 +36,14 @@ def cpu_model() -> str:
 
 def hardware_summary() -> str:
     """One line saying where this page's outputs were computed."""
-    parts = [f"{cpu_cores()} CPU cores ({cpu_model()})"]
+    lines = [f"Outputs on this page were computed while building it ({datetime.date.today().isoformat()}):",
+             f"  CPU: {cpu_cores()} cores, {cpu_model()}"]
     for fw in FRAMEWORKS:
         be = get_backend(fw)
         n = be.gpu_count()
-        gpus = f"{n} GPU(s): {be.gpu_name(0)}" if n else "no GPU"
-        parts.append(f"{be.LABEL} {be.version()} sees {gpus}")
-    today = datetime.date.today().isoformat()
-    return "Outputs on this page were computed while building it, on " + "; ".join(parts) + f"; {today}."
+        gpus = f"{n} GPU(s), {be.gpu_name(0)}" if n else "no GPU"
+        lines.append(f"  {be.LABEL} {be.version()}: {gpus}")
+    return "\n".join(lines)
 
 
 def show_source(obj: object) -> None:
