@@ -1,0 +1,35 @@
+"""nbgrader configuration of the course (this directory is the course directory).
+
+Run nbgrader from here, or pass ``--CourseDirectory.root=exercises``; nothing is read from
+``~/.jupyter``. ``make grade`` (``python -m grader.grading``) wraps autograde with limits
+and records a grade for every submission, even one that crashes; see exercises/AUTHORING.md.
+"""
+import os
+
+c = get_config()  # noqa: F821 (injected by traitlets)
+
+c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
+c.CourseDirectory.course_id = "parallel-dl"
+c.CourseDirectory.db_url = "sqlite:///" + os.path.join(c.CourseDirectory.root, "gradebook.db")
+
+# Students' code runs with a per-cell limit; the pipeline adds a wall-clock limit per
+# notebook and a memory limit on the kernel (grader/grading/pipeline.py).
+c.Execute.timeout = int(os.environ.get("COURSE_CELL_TIMEOUT", "60"))
+c.Execute.interrupt_on_timeout = True
+c.Execute.kernel_name = "python3"
+c.ExecutePreprocessor.startup_timeout = 120
+
+# A test cell that a student deleted comes back (marked as such) and is run, so the
+# submission is graded on every test rather than silently scoring the missing one.
+c.OverwriteCells.add_missing_cells = True
+
+# Hidden tests: students see neither their code nor the cell body when released.
+c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+
+# Feedback shows what hidden tests printed (the check messages), never their code:
+# ClearHiddenTests must come after GetGrades (which reads the cells' grade ids).
+from nbgrader.preprocessors import ClearHiddenTests, GetGrades  # noqa: E402
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
+
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+c.ClearHiddenTests.enforce_metadata = False

@@ -1,0 +1,85 @@
+"""What every assignment's checks share: calling student code safely, comparing numbers,
+and turning results into the points a grade cell reports.
+
+A hidden test cell ends with ``grade(...)``: it prints every result's message (what
+feedback shows) and evaluates to the points, which nbgrader reads as partial credit
+(``nbgrader.utils.determine_grade``: a cell whose result is a number scores that number).
+"""
+from __future__ import annotations
+
+import math
+import traceback
+import warnings
+from typing import Any, Callable
+
+from .result import CheckResult, total
+
+__all__ = ["grade", "call", "close", "StudentError", "public", "result"]
+
+
+class StudentError(Exception):
+    """The student's function raised; ``str`` is one line saying what and where."""
+
+
+def call(fn: Callable, *args: Any, **kwargs: Any) -> Any:
+    """Call a student's function; any exception becomes a :class:`StudentError` whose
+    message names it (and the last line of the student's code that raised it)."""
+    if not callable(fn):
+        raise StudentError(f"expected a function, got {type(fn).__name__}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a warning would go to stderr: zero points
+            return fn(*args, **kwargs)
+    except NotImplementedError:
+        raise StudentError(f"{getattr(fn, '__name__', 'your function')} is not implemented yet") from None
+    except Exception as e:  # noqa: BLE001 - any failure of student code is reported, not raised
+        where = ""
+        frames = traceback.extract_tb(e.__traceback__)
+        if frames:
+            f = frames[-1]
+            where = f" (line {f.lineno}: {f.line})" if f.line else ""
+        raise StudentError(f"{getattr(fn, '__name__', 'your function')} raised "
+                           f"{type(e).__name__}: {e}{where}") from None
+
+
+def close(seen: Any, expected: float, rtol: float = 0.05) -> bool:
+    try:
+        seen = float(seen)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(seen) and abs(seen - expected) <= rtol * abs(expected)
+
+
+def result(name: str, max_points: float, parts: list[tuple[float, bool, str, str, str, str]],
+           ok_message: str) -> CheckResult:
+    """Combine independent parts ``(points, passed, what, expected, seen, hint)`` into one
+    result with partial credit; the message lists what failed."""
+    got = sum(p for p, ok, *_ in parts if ok)
+    failed = [(what, exp, seen, hint) for _, ok, what, exp, seen, hint in parts if not ok]
+    if not failed:
+        return CheckResult(name, got, max_points, ok_message)
+    what, exp, seen, hint = failed[0]
+    details = tuple(f"also: {w} (expected {e}; seen {s}) - {h}" for w, e, s, h in failed[1:])
+    return CheckResult(name, min(got, max_points), max_points, what, expected=exp, seen=seen,
+                       hint=hint, details=details)
+
+
+def failed(name: str, max_points: float, err: Exception, hint: str = "") -> CheckResult:
+    return CheckResult(name, 0, max_points, str(err), hint=hint or
+                       "run the public check above in your notebook to see the error")
+
+
+def grade(*results: CheckResult) -> float:
+    """Print each result (the feedback the student sees) and return the points."""
+    for r in results:
+        print(r.text())
+    got, _ = total(list(results))
+    return round(got, 6)
+
+
+def public(res: CheckResult) -> None:
+    """A public check in a student notebook: print the result; fail the cell (so that
+    nbgrader's validate reports it) unless it passed."""
+    print(res.text())
+    if not res.passed:
+        raise AssertionError(res.message)
