@@ -145,8 +145,12 @@ def _tail(path: str, lines: int = 12) -> str:
 
 def launch(fn: Callable[..., Any], nprocs: int = 2, framework: str = "torch", args: tuple = (),
            kwargs: dict | None = None, timeout: float = 120.0, backend: str | None = None,
-           gpu_count: int | None = None) -> LaunchResult:
-    """Run ``fn(rank, world_size, *args, **kwargs)`` on ``nprocs`` ranks; see the module doc."""
+           gpu_count: int | None = None, env: dict[str, str] | None = None) -> LaunchResult:
+    """Run ``fn(rank, world_size, *args, **kwargs)`` on ``nprocs`` ranks; see the module doc.
+
+    ``env`` adds environment variables to every rank, set before the framework is imported
+    (for example Paddle's ``GLOG_vmodule``, read once at import, to log which collective a
+    reshard runs); they override the launcher's own, such as ``GLOG_minloglevel``."""
     from .backends import get_backend
 
     if nprocs < 1:
@@ -171,12 +175,13 @@ def launch(fn: Callable[..., Any], nprocs: int = 2, framework: str = "torch", ar
     t_start = time.perf_counter()
     for rank in range(nprocs):
         out, log = os.path.join(work, f"rank{rank}.out"), os.path.join(work, f"rank{rank}.log")
-        env = {**base_env, **_rank_env(framework, rank, nprocs, ports, backend, threads)}
+        rank_env = {**base_env, **_rank_env(framework, rank, nprocs, ports, backend, threads),
+                    **(env or {})}
         with open(log, "wb") as lf:
             procs.append(subprocess.Popen(
                 [sys.executable, "-c",
                  f"from grader.lab.launch import _rank_main; _rank_main({job!r}, {out!r})"],
-                stdout=lf, stderr=lf, stdin=subprocess.DEVNULL, env=env, cwd=os.getcwd(),
+                stdout=lf, stderr=lf, stdin=subprocess.DEVNULL, env=rank_env, cwd=os.getcwd(),
                 start_new_session=True,
             ))
         outs.append(out)
