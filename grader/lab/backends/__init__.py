@@ -17,6 +17,7 @@ API = (
     "set_num_threads", "get_num_threads", "randn", "zeros", "from_numpy", "to_numpy", "matmul",
     "to_device", "tensor_device", "nbytes", "memory_allocated", "manual_seed",
     "Event", "current_stream", "new_stream", "use_stream", "pin_memory",
+    "wait_event", "to_host", "cuda_version",
 )
 
 

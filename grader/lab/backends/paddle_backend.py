@@ -170,3 +170,32 @@ def new_stream(device: str) -> Any:
 def use_stream(stream: Any) -> ContextManager:
     """Run the block on ``stream`` (a no-op for the CPU, which has none)."""
     return paddle.device.cuda.stream_guard(stream) if stream is not None else contextlib.nullcontext()
+
+
+def wait_event(stream: Any, event: "Event") -> None:
+    """Make ``stream`` wait (on the device, not the host) until ``event`` has happened.
+
+    This is the dependency edge between two streams: a copy stream waits for the compute
+    stream's event before it copies the result. No-op on the CPU, which has no streams.
+    """
+    if stream is not None and not isinstance(event._ev, HostEvent):
+        stream.wait_event(event._ev)
+
+
+def to_host(tensor: Any, pinned: bool = False, non_blocking: bool = False) -> Any:
+    """Copy a tensor into host memory: page-locked (pinned) when asked and a GPU exists.
+
+    A device-to-host copy with ``non_blocking=True`` returns before the data has arrived;
+    reading the result before synchronizing reads whatever the buffer held before.
+    Paddle spells the destination as a place: ``CUDAPinnedPlace`` or ``CPUPlace``.
+    """
+    place = paddle.CUDAPinnedPlace() if (pinned and gpu_count()) else paddle.CPUPlace()
+    if not tensor.place.is_gpu_place():
+        return tensor.clone()  # host to host: a plain copy
+    return tensor._copy_to(place, not non_blocking)
+
+
+def cuda_version() -> str:
+    """The CUDA version the framework was built with ('' for a CPU-only build)."""
+    v = paddle.version.cuda()
+    return "" if v in (None, "False", "") else str(v)

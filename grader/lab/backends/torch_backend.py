@@ -147,3 +147,30 @@ def new_stream(device: str) -> Any:
 def use_stream(stream: Any) -> ContextManager:
     """Run the block on ``stream`` (a no-op for the CPU, which has none)."""
     return torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
+
+
+def wait_event(stream: Any, event: "Event") -> None:
+    """Make ``stream`` wait (on the device, not the host) until ``event`` has happened.
+
+    This is the dependency edge between two streams: a copy stream waits for the compute
+    stream's event before it copies the result. No-op on the CPU, which has no streams.
+    """
+    if stream is not None and not isinstance(event._ev, HostEvent):
+        stream.wait_event(event._ev)
+
+
+def to_host(tensor: Any, pinned: bool = False, non_blocking: bool = False) -> Any:
+    """Copy a tensor into host memory: page-locked (pinned) when asked and a GPU exists.
+
+    A device-to-host copy with ``non_blocking=True`` returns before the data has arrived;
+    reading the result before synchronizing reads whatever the buffer held before.
+    """
+    dst = torch.empty(tuple(tensor.shape), dtype=tensor.dtype, device="cpu",
+                      pin_memory=bool(pinned and gpu_count()))
+    dst.copy_(tensor, non_blocking=non_blocking)
+    return dst
+
+
+def cuda_version() -> str:
+    """The CUDA version the framework was built with ('' for a CPU-only build)."""
+    return torch.version.cuda or ""
