@@ -164,7 +164,10 @@ class SimDevice:
     # -- the device interface ---------------------------------------------------
     @property
     def records(self) -> list[TaskRecord]:
-        return self._records
+        """Tasks that have *finished* by now on the virtual clock (like GPU events, which
+        can be read only once they have happened): synchronize first to see them all."""
+        now = self.clock.now_ns
+        return [r for r in self._records if r.end_ns <= now]
 
     simulated = True
 
