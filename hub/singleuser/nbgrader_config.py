@@ -1,0 +1,21 @@
+"""nbgrader on the course hub: one course, one exchange, and who is who.
+
+Every account's server is the same OS user here (hub/jupyterhub_config.py), and nbgrader
+would otherwise name every submission after that OS user. So a student's id is their hub
+account (``JUPYTERHUB_USER``), and only instructors get a course directory (their home's
+``course/``, prepared by hub/run.py). The course's own ``nbgrader_config.py``, in that
+directory, is loaded after this file for the instructor.
+"""
+import os
+from pathlib import Path
+
+c = get_config()  # noqa: F821
+
+c.CourseDirectory.course_id = os.environ["COURSE_HUB_COURSE_ID"]
+c.Exchange.root = os.environ["COURSE_HUB_EXCHANGE"]
+
+_user = os.environ.get("JUPYTERHUB_USER", "")
+if _user in os.environ.get("COURSE_HUB_INSTRUCTORS", "").split(","):
+    c.CourseDirectory.root = str(Path(os.environ["HOME"]) / "course")
+else:
+    c.CourseDirectory.student_id = _user

@@ -1,0 +1,250 @@
+"""The course hub end to end, in a real headless Chromium against a hub on loopback.
+
+An instructor releases an assignment; student1 logs in, fetches it, writes a solution and
+submits; student2 submits a broken notebook; the instructor collects, autogrades and
+releases feedback; student1 sees full marks in the feedback, student2 sees zero and the
+error that caused it, and grading student2 leaves student1's grade as it was.
+
+How each step is driven:
+- Logging in, opening JupyterLab's Nbgrader menu, the formgrader (rendered in its iframe)
+  and the students' Assignments panel, and the Fetch / Submit / Fetch Feedback buttons
+  are clicks in the browser. Feedback is read as the page the browser shows.
+- The student's solution is written through the Jupyter contents API, as that user, from
+  inside their JupyterLab page with the session's XSRF token (typing multi-line code
+  through JupyterLab's CodeMirror with Selenium fights auto-indent and bracket closing);
+  the notebook is then opened in JupyterLab and the solution checked on screen.
+- The instructor's generate / release / collect / autograde / feedback steps are the
+  formgrader's own API calls (what its buttons send), made from the instructor's page.
+
+The assignment is the course's first one (``exercises/source/a1_*``), copied into the
+hub's temporary course directory; while the course has none it is the launcher's demo
+assignment (:mod:`hub.demo_course`). Everything (hub state, homes, exchange, browser
+profile) lives in a temporary directory; every process started is gone at the end.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tests.hub.browser import CHROME_FLAGS, HubBrowser, retry
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(900)]
+
+ROOT = Path(__file__).resolve().parents[2]
+EXERCISES = ROOT / "exercises"
+BROKEN = "def broken(:\n    pass\n"     # a SyntaxError in every answer cell
+
+
+def _course_assignment(tmp: Path) -> tuple[Path, str]:
+    """A private copy of the course (never written into exercises/) and the assignment."""
+    real = sorted(p.name for p in (EXERCISES / "source").glob("a1_*") if p.is_dir())
+    course = tmp / "course-src"
+    if real:
+        shutil.copytree(EXERCISES, course, ignore=shutil.ignore_patterns(
+            "release", "submitted", "autograded", "feedback", "gradebook.db",
+            ".ipynb_checkpoints", "__pycache__"))
+        return course, real[0]
+    from hub.demo_course import ASSIGNMENT, write_course
+
+    write_course(course)
+    return course, ASSIGNMENT
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    from hub.run import start
+
+    tmp = tmp_path_factory.mktemp("hub")
+    course, assignment = _course_assignment(tmp)
+    h = start(tmp / "state", course=course, students=("student1", "student2"))
+    h.assignment = assignment
+    try:
+        yield h
+    finally:
+        h.stop()
+        left = [p for p in h._seen if p.is_running()]
+        assert not left, f"processes left behind: {left}"
+
+
+@pytest.fixture(scope="module")
+def browser(chromium, hub, tmp_path_factory):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    binary, driver = chromium
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = binary
+    for flag in (*CHROME_FLAGS, f"--user-data-dir={tmp_path_factory.mktemp('chrome-profile')}"):
+        opts.add_argument(flag)
+    drv = webdriver.Chrome(service=Service(driver), options=opts)
+    drv.set_page_load_timeout(120)
+    try:
+        yield HubBrowser(drv, hub.url, hub.password, hub.root / "screenshots")
+    finally:
+        drv.quit()
+
+
+def _solutions(source: Path) -> dict[str, dict[str, str]]:
+    """{notebook name: {grade_id: the source version's answer}}, solution markers removed."""
+    out = {}
+    for path in sorted(source.glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        out[path.name] = {
+            c.metadata.nbgrader["grade_id"]: "\n".join(
+                line for line in c.source.splitlines()
+                if not re.match(r"\s*#+ (BEGIN|END) SOLUTION", line))
+            for c in nb.cells
+            if c.metadata.get("nbgrader", {}).get("solution")}
+    return out
+
+
+def _assignment_row(b: HubBrowser, assignment: str, button: str) -> str:
+    return (f"//div[contains(@class,'list_item')][.//*[normalize-space()='{assignment}']]"
+            f"//button[normalize-space()='{button}']")
+
+
+def _open_assignments(b: HubBrowser) -> None:
+    b.menu("Nbgrader", "Assignment List")
+    b.wait(lambda d: b.xpath("//*[contains(text(),'Released assignments')]"), 60,
+           "the Assignments panel")
+
+
+def _write_answers(b: HubBrowser, assignment: str, answers: dict[str, dict[str, str]],
+                   broken: bool) -> None:
+    for name, by_id in answers.items():
+        path = f"api/contents/{assignment}/{name}"
+        model = b.api("GET", f"{path}?content=1")
+        nb = model["content"]
+        for cell in nb["cells"]:
+            gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+            if gid in by_id:
+                cell["source"] = BROKEN if broken else by_id[gid]
+        b.api("PUT", path, {"type": "notebook", "format": "json", "content": nb})
+    # What the student now sees in JupyterLab is the answer just written.
+    first_nb, first = next((n, a) for n, a in answers.items() if a)
+    first_line = (BROKEN if broken else next(iter(first.values()))).strip().splitlines()[0]
+    b.d.get(f"{b.url}/user/{b.user}/lab/tree/{assignment}/{first_nb}")
+    b.wait(lambda d: first_line.strip() in b.text(), 120, "the answer shown in the notebook")
+
+
+def _student_submits(b: HubBrowser, hub, user: str, answers, broken: bool) -> None:
+    a = hub.assignment
+    b.login(user)
+    _open_assignments(b)
+    b.click(_assignment_row(b, a, "Fetch"), "the Fetch button", 120)
+    b.wait(lambda d: b.xpath(_assignment_row(b, a, "Submit")), 120, "the fetched assignment")
+    assert (hub.home(user) / a).is_dir()
+    _write_answers(b, a, answers, broken)
+    b.d.get(f"{hub.url}/user/{user}/lab")
+    _open_assignments(b)
+    b.click(_assignment_row(b, a, "Submit"), "the Submit button", 120)
+    inbound = hub.root / "exchange" / hub.course_id / "inbound"
+    assert retry(lambda: list(inbound.glob(f"{user}+{a}+*")), 60), \
+        f"no submission of {user} in the exchange"
+    b.wait(lambda d: b.xpath(_assignment_row(b, a, "Fetch Feedback")), 60,
+           "the assignment listed as submitted")
+
+
+def _scores(b: HubBrowser, assignment: str) -> dict[str, tuple[float, float]]:
+    subs = b.api("GET", f"formgrader/api/submissions/{assignment}")
+    return {s["student"]: (s["score"], s["max_score"]) for s in subs if s.get("autograded")}
+
+
+def _ok(result, what: str) -> None:
+    assert isinstance(result, dict) and result.get("success"), f"{what} failed: {result}"
+
+
+def _student_reads_feedback(b: HubBrowser, hub, user: str) -> list[str]:
+    """Fetch feedback in the Assignments panel; return the text of each feedback page."""
+    a = hub.assignment
+    b.login(user)
+    _open_assignments(b)
+    b.click(_assignment_row(b, a, "Fetch Feedback"), "the Fetch Feedback button", 120)
+    pages = retry(lambda: sorted((hub.home(user) / a / "feedback").glob("*/*.html")), 60)
+    assert pages, f"{user}: no feedback fetched into {hub.home(user) / a}"
+    texts = []
+    for page in pages:
+        rel = page.relative_to(hub.home(user)).as_posix()
+        b.d.get(f"{hub.url}/user/{user}/files/{rel}")
+        b.wait(lambda d: "Score:" in b.text(), 60, f"the feedback page {rel}")
+        texts.append(b.text())
+    return texts
+
+
+def _total(texts: list[str]) -> tuple[float, float]:
+    """The notebook scores the feedback pages show: '<notebook> (Score: x / y)'."""
+    got = [re.search(r"\(Score: ([\d.]+) / ([\d.]+)\)", t) for t in texts]
+    assert all(got), f"no notebook score on a feedback page: {texts}"
+    return sum(float(m[1]) for m in got), sum(float(m[2]) for m in got)
+
+
+def test_students_submit_and_see_grades_the_instructor_released(hub, browser):
+    b, a = browser, hub.assignment
+    t0, steps = time.monotonic(), []
+
+    def step(name):
+        steps.append((name, time.monotonic() - t0))
+
+    answers = _solutions(hub.course_dir() / "source" / a)
+    assert any(answers.values()), f"{a} has no answer cells to fill in"
+
+    # Instructor: the formgrader renders inside JupyterLab (the frame-ancestors trap), then
+    # generate and release the assignment.
+    b.login("instructor")
+    b.menu("Nbgrader", "Formgrader")
+    frame = b.wait(lambda d: (b.xpath("//div[contains(@class,'jp-MainAreaWidget')]//iframe")
+                              or [None])[0], 60, "the formgrader iframe")
+    b.d.switch_to.frame(frame)
+    b.wait(lambda d: "Manage Assignments" in b.text() and a in b.text(), 90,
+           "the formgrader's content inside its iframe")
+    b.d.switch_to.default_content()
+    _ok(b.api("POST", f"formgrader/api/assignment/{a}/assign"), "generate")
+    _ok(b.api("POST", f"formgrader/api/assignment/{a}/release"), "release")
+    assert (hub.root / "exchange" / hub.course_id / "outbound" / a).is_dir()
+    step("instructor released")
+
+    _student_submits(b, hub, "student1", answers, broken=False)
+    step("student1 fetched, answered, submitted")
+    _student_submits(b, hub, "student2", answers, broken=True)
+    step("student2 submitted a broken notebook")
+
+    # Instructor: collect, autograde student1, then student2, then feedback for all.
+    b.login("instructor")
+    _ok(b.api("POST", f"formgrader/api/assignment/{a}/collect"), "collect")
+    _ok(b.api("POST", f"formgrader/api/submission/{a}/student1/autograde"), "autograde student1")
+    first = _scores(b, a)["student1"]
+    step("collected, student1 autograded")
+    _ok(b.api("POST", f"formgrader/api/submission/{a}/student2/autograde"), "autograde student2")
+    scores = _scores(b, a)
+    step("student2 autograded")
+    assert first[1] > 0 and first[0] == first[1], f"student1's correct answers: {first}"
+    assert scores["student1"] == first, "grading student2 changed student1's grade"
+    assert scores["student2"] == (0, first[1]), f"student2's broken notebook: {scores['student2']}"
+    # the formgrader page lists both graded submissions
+    b.d.get(f"{hub.url}/user/instructor/formgrader/manage_submissions/{a}")
+    b.wait(lambda d: "student1" in b.text() and "student2" in b.text(), 60,
+           "both submissions in the formgrader")
+    _ok(b.api("POST", f"formgrader/api/assignment/{a}/generate_feedback"), "generate feedback")
+    _ok(b.api("POST", f"formgrader/api/assignment/{a}/release_feedback"), "release feedback")
+    step("feedback released")
+
+    # Students: each sees their own score, and student2 sees why it is zero.
+    got1 = _student_reads_feedback(b, hub, "student1")
+    assert _total(got1) == pytest.approx(first), f"student1's feedback: {_total(got1)}"
+    step("student1 read the feedback")
+    got2 = _student_reads_feedback(b, hub, "student2")
+    assert _total(got2) == pytest.approx((0, first[1]))
+    assert any("SyntaxError" in t for t in got2), "student2's feedback does not say what broke"
+    step("student2 read the feedback")
+
+    print(f"\nend-to-end flow on {a!r} (course {hub.course_id!r}): "
+          f"{steps[-1][1]:.1f} s in all; student1 {first[0]:g}/{first[1]:g}, student2 0/{first[1]:g}")
+    prev = 0.0
+    for name, t in steps:
+        print(f"  {t - prev:6.1f} s  {name}")
+        prev = t
