@@ -17,7 +17,6 @@ work on one device), never by wall-clock time.
 """
 from __future__ import annotations
 
-import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -25,6 +24,7 @@ import numpy as np
 
 from .a5_vdevices import VirtualClock, virtual_devices
 from .result import CheckResult
+from .support import StudentError, call
 
 __all__ = ["matmul", "add", "make_inputs", "reference", "serial_schedule", "critical_path_ms",
            "run_virtual", "check_result", "check_devices_used", "check_dependencies",
@@ -96,9 +96,9 @@ class Run:
 def run_virtual(run_dag: Callable, n: int = 2, seed: int = 5) -> Run:
     devices = virtual_devices(n)
     try:
-        value, error = run_dag(devices, make_inputs(seed)), ""
-    except Exception:  # the student's code raised: graded as such, with its last lines
-        value, error = None, traceback.format_exc(limit=-3)
+        value, error = call(run_dag, devices, make_inputs(seed)), ""
+    except StudentError as e:  # the student's code raised: graded as such, with what and where
+        value, error = None, str(e)
     return Run(value, error, devices[0].clock, devices)
 
 
@@ -112,20 +112,18 @@ def serial_ms() -> float:
     return _SERIAL_MS
 
 
-def _crashed(name: str, pts: float, run: Run, traceback_lines: int = 0) -> CheckResult:
+def _crashed(name: str, pts: float, run: Run) -> CheckResult:
     return CheckResult(name, 0, pts, "run_dag raised an exception, so this could not be checked",
                        expected="run_dag(devices, inputs) returns the result as a NumPy array",
-                       seen=run.error.strip().splitlines()[-1] if run.error else "",
-                       hint="run it on get_devices(2) or on virtual_devices(2) in the notebook "
-                            "and read the traceback",
-                       details=tuple(run.error.splitlines()[-traceback_lines:]) if traceback_lines else ())
+                       seen=run.error, hint="run it on virtual_devices(2) in the notebook and "
+                                            "read the traceback")
 
 
 def check_result(run_dag: Callable, *, run: Run | None = None, points: float = 3) -> CheckResult:
     name = "a5: result matches the single-device computation"
     run = run or run_virtual(run_dag)
     if run.error:
-        return _crashed(name, points, run, traceback_lines=6)
+        return _crashed(name, points, run)
     want = reference(make_inputs())
     try:
         got = np.asarray(run.value, dtype=np.float64)

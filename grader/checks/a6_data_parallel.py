@@ -18,13 +18,13 @@ for a few steps with all of them and compares with single-device training.
 from __future__ import annotations
 
 import threading
-import traceback
 from typing import Any, Callable
 
 import numpy as np
 
 from . import a6_model as m
 from .result import CheckResult
+from .support import StudentError, call
 
 __all__ = ["check_scatter", "check_replicate", "check_parallel_apply", "check_gather",
            "check_reduce_gradients", "check_training", "grade", "train_single", "train_dp",
@@ -35,10 +35,9 @@ STEPS, LR, DEVICES, ROWS = 5, 0.1, 3, 10   # 10 rows on 3 devices: chunks of 4, 
 PROBE_WAIT_S = 5.0          # how long a probe call waits for its siblings to start
 
 
-def _raised(name: str, points: float, what: str) -> CheckResult:
-    tb = traceback.format_exc(limit=-2).strip().splitlines()
-    return CheckResult(name, 0, points, f"{what} raised an exception", seen=tb[-1],
-                       hint="run it in the notebook and read the traceback", details=tuple(tb[-4:]))
+def _raised(name: str, points: float, err: StudentError) -> CheckResult:
+    return CheckResult(name, 0, points, "your code raised an exception", seen=str(err),
+                       hint="run the public check in the notebook and read the traceback")
 
 
 def _rows(t: Any) -> np.ndarray:
@@ -50,9 +49,9 @@ def check_scatter(scatter: Callable, framework: str = "torch", points: float = 2
     for rows, n in ((10, 3), (8, 2), (7, 4), (2, 3)):
         batch = m.from_numpy(np.arange(rows * 2, dtype=np.float32).reshape(rows, 2), framework)
         try:
-            chunks = list(scatter(batch, n))
-        except Exception:
-            return _raised(name, points, "scatter")
+            chunks = list(call(scatter, batch, n))
+        except StudentError as e:
+            return _raised(name, points, e)
         sizes = [len(m.to_numpy(c)) for c in chunks]
         kept = np.concatenate([_rows(c) for c in chunks]) if chunks else np.zeros((0, 2))
         case = f"scatter(batch of {rows} rows, {n})"
@@ -92,9 +91,9 @@ def check_replicate(replicate: Callable, framework: str = "torch", points: float
     params = m.init_params(framework)
     before = {k: m.to_numpy(v).copy() for k, v in params.items()}
     try:
-        reps = list(replicate(params, DEVICES))
-    except Exception:
-        return _raised(name, points, "replicate")
+        reps = list(call(replicate, params, DEVICES))
+    except StudentError as e:
+        return _raised(name, points, e)
     if len(reps) != DEVICES:
         return CheckResult(name, 0, points, "wrong number of replicas",
                            expected=f"{DEVICES} replicas", seen=f"{len(reps)}",
@@ -148,9 +147,9 @@ def check_parallel_apply(parallel_apply: Callable, points: float = 3) -> CheckRe
     replicas = [{"id": i} for i in range(n)]
     inputs = [(10 * i,) for i in range(n)]
     try:
-        out = list(parallel_apply(probe, replicas, inputs))
-    except Exception:
-        return _raised(name, points, "parallel_apply")
+        out = list(call(parallel_apply, probe, replicas, inputs))
+    except StudentError as e:
+        return _raised(name, points, e)
     want = [(i, 10 * i) for i in range(n)]
     if out != want:
         return CheckResult(name, 0, points, "results out of order or replicas paired with the wrong inputs",
@@ -167,9 +166,9 @@ def check_gather(gather: Callable, framework: str = "torch", points: float = 1) 
     name = "a6: gather concatenates the outputs in order"
     parts = [np.full((k, 1), i, dtype=np.float32) for i, k in enumerate((4, 3, 3))]
     try:
-        got = m.to_numpy(gather([m.from_numpy(p, framework) for p in parts]))
-    except Exception:
-        return _raised(name, points, "gather")
+        got = m.to_numpy(call(gather, [m.from_numpy(p, framework) for p in parts]))
+    except StudentError as e:
+        return _raised(name, points, e)
     want = np.concatenate(parts)
     if got.shape == want.shape and np.array_equal(got, want):
         return CheckResult(name, points, points, "outputs of 4, 3 and 3 rows gathered into 10, in order")
@@ -208,10 +207,14 @@ def check_reduce_gradients(reduce_gradients: Callable, framework: str = "torch",
         start += c
     chunk_t = [m.local_step(params, a, b)[2] for a, b in zip(xs, ys)]
     try:
-        got_t = reduce_gradients(chunk_t, list(counts))
+        got_t = call(reduce_gradients, chunk_t, list(counts))
         got = {k: m.to_numpy(got_t[k]) for k in params}
-    except Exception:
-        return _raised(name, points, "reduce_gradients")
+    except StudentError as e:
+        return _raised(name, points, e)
+    except (KeyError, TypeError, AttributeError) as e:
+        return CheckResult(name, 0, points, "reduce_gradients did not return a dict of tensors",
+                           expected=f"a dict with keys {sorted(params)}", seen=repr(e),
+                           hint="return {name: reduced tensor} for every parameter")
     full = {k: m.to_numpy(v) for k, v in full_t.items()}
     if all(np.allclose(got[k], full[k], rtol=RTOL, atol=ATOL) for k in full):
         worst = max(float(np.max(np.abs(got[k] - full[k]))) for k in full)
@@ -253,9 +256,9 @@ def train_dp(pieces: dict[str, Callable], framework: str, steps: int = STEPS,
 def check_training(pieces: dict[str, Callable], framework: str = "torch", points: float = 3) -> CheckResult:
     name = f"a6: {STEPS} data-parallel steps match single-device training"
     try:
-        got, pred = train_dp(pieces, framework)
-    except Exception:
-        return _raised(name, points, "training with your pieces")
+        got, pred = call(train_dp, pieces, framework)
+    except StudentError as e:
+        return _raised(name, points, e)
     want = train_single(framework)
     bad = [k for k in want if got[k].shape != want[k].shape
            or not np.allclose(got[k], want[k], rtol=RTOL, atol=ATOL)]

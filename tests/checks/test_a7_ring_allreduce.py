@@ -1,0 +1,65 @@
+"""Assignment 7's checks: ring all-reduces on gloo ranks (separate processes, hence slow)."""
+import pytest
+
+from grader.checks import a7_ring_allreduce as a7
+from tests.checks import a7_solutions as sol
+
+pytestmark = pytest.mark.slow
+
+
+def points(fn, framework="torch"):
+    return [r.points for r in a7.grade(fn, framework)]
+
+
+@pytest.mark.parametrize("fn", [sol.reference, sol.isend_views, sol.reverse_ring])
+def test_correct_ring_all_reduces_score_full_marks(fn):
+    assert points(fn) == [3, 1, 2]
+
+
+def test_the_paddle_reference_scores_full_marks():
+    from tests.checks.a7_paddle_solution import reference_paddle
+
+    assert points(reference_paddle, "paddle") == [3, 1, 2]
+
+
+def test_a_function_from_a_notebook_travels_as_source():
+    fn = sol.reference
+    fn.__module__ = "__main__"          # what a notebook cell's function says
+    try:
+        module, name = a7._module_for(fn, "torch")
+        assert module.startswith("a7_student_") and name == "reference"
+        assert a7.public_ring_all_reduce(fn).passed
+    finally:
+        fn.__module__ = sol.__name__
+
+
+def test_forgetting_the_all_gather_keeps_the_reduce_scatter_point():
+    values, p2p, ring = a7.grade(sol.no_all_gather)
+    assert values.points == 1 and "without the all-gather phase" in values.message
+    assert p2p.points == 1 and ring.points == 0
+
+
+def test_wrong_chunk_indexing_gets_no_value_points():
+    values = a7.grade(sol.wrong_chunk_index)[0]
+    assert values.points == 0 and "(r - s) mod p" in values.hint
+
+
+def test_sending_everything_to_everyone_is_correct_but_not_a_ring():
+    values, p2p, ring = a7.grade(sol.send_everything)
+    assert values.points == 3 and ring.points == 0 and "60 elements" in ring.seen
+
+
+def test_calling_all_reduce_itself_earns_nothing():
+    assert points(sol.calls_all_reduce) == [0, 0, 0]
+
+
+def test_a_deadlock_ends_with_a_clear_message_not_a_hang():
+    results = a7.check_ring_all_reduce(sol.deadlock, world=2, length=6)
+    assert all(r.points == 0 for r in results)
+    assert results[0].message.startswith("deadlock") and "sends first" in results[0].hint
+
+
+def test_the_same_submission_gets_the_same_score_ten_times():
+    runs = {tuple(r.points for r in a7.check_ring_all_reduce(sol.reference, world=2, length=5))
+            for _ in range(10)}
+    assert runs == {(3, 1, 2)}
