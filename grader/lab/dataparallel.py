@@ -343,7 +343,7 @@ class DataParallelTrainer:
         self.track_memory = track_memory
         self._memory: list[dict] = []
         self.framework = self.devices[0].framework
-        self.lr = problem.lr
+        self.problem, self.lr = problem, problem.lr
         d0 = self.devices[0]
         self.model = d0.submit(_replicate, self.framework, problem.weights, _where(d0),
                                label="setup", kind="other").result()
@@ -496,14 +496,14 @@ def plot_memory(memory: Sequence[dict], names: Sequence[str], title: str = "",
     for m in memory:
         groups += [g for g in m if g not in groups]
     if ax is None:
-        _, ax = plt.subplots(figsize=(6, 3.2))
+        _, ax = plt.subplots(figsize=(7.5, 3.2))
     bottom = np.zeros(len(memory))
     for g in groups:
         vals = np.array([m.get(g, 0) for m in memory]) / 1024
         ax.bar(list(names), vals, bottom=bottom, label=g)
         bottom += vals
     ax.set_ylabel("KiB of tensors held")
-    ax.legend(fontsize="small", frameon=False, loc="upper right")
+    ax.legend(fontsize="small", frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     if title:
         ax.set_title(title, fontsize="medium", loc="left")
     ax.figure.tight_layout()
