@@ -18,7 +18,8 @@ import numpy as np
 
 from .sharding import mlp_data, mlp_init
 
-__all__ = ["mlp_step_rank", "mlp_numpy_reference", "calibrate_rank"]
+__all__ = ["mlp_step_rank", "mlp_numpy_reference", "calibrate_rank", "plan_experiment_rank",
+           "calibrated", "compare"]
 
 
 class _Comm:
@@ -145,39 +146,47 @@ def _local_weights(c: _Comm, ws, placements, tp: int):
     return out
 
 
-def mlp_step_rank(rank: int, world: int, dims, batch: int, strategies, steps: int = 3,
+def mlp_step_rank(rank: int, world: int, dims, batch: int, strategies, steps: int = 5,
                   lr: float = 0.05) -> list[dict]:
     """Run each ``(dp, tp, placements)`` of ``strategies`` (``dp*tp == world``, one of them
-    1) for ``1 + steps`` SGD steps with explicit collectives: the median step time, every
-    collective with its tensor size, the losses, and the final full weights (rank 0)."""
+    1) for ``1 + steps`` SGD steps with explicit collectives: the step times (the first,
+    untimed warm-up, left out), every collective of the last step with its tensor size, the
+    losses, and the final full weights. The strategies take turns, one step each, so that a
+    burst of load on a shared machine slows all of them rather than one."""
     c = _Comm(os.environ["COURSE_FRAMEWORK"], rank, world)
     ws0, (x_all, t_all) = mlp_init(dims), mlp_data(dims, batch)
-    results = []
+    states = []
     for dp, tp, placements in strategies:
         if dp * tp != world or min(dp, tp) != 1:
             raise ValueError(f"dp={dp} x tp={tp}: this runner needs dp*tp == {world}, "
                              "with one of them 1")
         rows = slice(rank * batch // dp, (rank + 1) * batch // dp) if dp > 1 else slice(None)
-        x, t = c.tensor(x_all[rows]), c.tensor(t_all[rows])
-        ws = _local_weights(c, ws0, placements, tp)
-        times, losses = [], []
-        for step in range(1 + steps):
+        states.append({"strategy": (dp, tp, tuple(placements)), "x": c.tensor(x_all[rows]),
+                       "t": c.tensor(t_all[rows]), "ws": _local_weights(c, ws0, placements, tp),
+                       "times": [], "losses": []})
+    for step in range(1 + steps):
+        for st in states:
+            dp, tp, placements = st["strategy"]
             c.log.clear()
             c.barrier()
             t0 = time.perf_counter()
-            losses.append(_plan_step(c, ws, x, t, placements, tp, dp, batch, lr))
+            st["losses"].append(_plan_step(c, st["ws"], st["x"], st["t"], placements, tp, dp,
+                                           batch, lr))
             c.barrier()
-            times.append(time.perf_counter() - t0)
+            st["times"].append(time.perf_counter() - t0)
+            st["log"] = list(c.log)
+    results = []
+    for st in states:
+        dp, tp, placements = st["strategy"]
         full = []
-        for w, pl in zip(ws, placements):
+        for w, pl in zip(st["ws"], placements):
             if tp > 1 and pl != "R":
                 parts = [c.t.zeros_like(w) for _ in range(world)] if c.fw == "torch" else []
                 c.dist.all_gather(parts, w)
-                ax = 1 if pl == "col" else 0
-                w = c.cat(parts, axis=ax)
+                w = c.cat(parts, axis=1 if pl == "col" else 0)
             full.append(w.numpy().copy())
-        results.append({"strategy": (dp, tp, tuple(placements)), "step_s": times[1:],
-                        "collectives": list(c.log), "losses": losses, "weights": full})
+        results.append({"strategy": st["strategy"], "step_s": st["times"][1:],
+                        "collectives": st["log"], "losses": st["losses"], "weights": full})
     return results
 
 
@@ -203,9 +212,11 @@ def mlp_numpy_reference(dims, batch: int, steps: int, lr: float = 0.05) -> dict:
 
 
 def calibrate_rank(rank: int, world: int, dims, batch: int,
-                   sizes=(2**12, 2**15, 2**18, 2**20, 2**22), repeats: int = 5) -> dict:
-    """What this machine's ranks do: seconds per matmul of each layer's shape (rank 0) and
-    the median time of an all-reduce of each size in ``sizes`` bytes (both ranks)."""
+                   sizes=(2**12, 2**16, 2**20, 2**22, 2**23), repeats: int = 5) -> dict:
+    """What this machine's ranks do, averaged over the ranks (so that every rank plans
+    from the same figures): the median time of one unsharded training step of the MLP (no
+    communication) with its FLOPs, and of an all-reduce of each size in ``sizes`` bytes.
+    Seconds per matmul of each layer's shape are kept too, for comparison."""
     c = _Comm(os.environ["COURSE_FRAMEWORK"], rank, world)
     rng = np.random.default_rng(rank)
     matmuls = []
@@ -218,17 +229,81 @@ def calibrate_rank(rank: int, world: int, dims, batch: int,
             t0 = time.perf_counter()
             _ = a @ w
             ts.append(time.perf_counter() - t0)
-        matmuls.append({"shape": (batch, i, o), "s": float(np.median(ts)),
-                        "flops": 2 * batch * i * o})
+        matmuls.append(float(np.median(ts)))
+    # one whole step, unsharded: matmuls plus everything the model leaves out (ReLU, loss,
+    # the framework's per-op overhead), so its rate is the one a step actually gets
+    solo = _Comm(c.fw, 0, 1)
+    ws = _local_weights(solo, mlp_init(dims), ["R"] * (len(dims) - 1), 1)
+    x, t = (solo.tensor(a) for a in mlp_data(dims, batch))
+    steps = []
+    for _ in range(1 + repeats):
+        t0 = time.perf_counter()
+        _plan_step(solo, ws, x, t, ["R"] * (len(dims) - 1), 1, 1, batch, 0.0)
+        steps.append(time.perf_counter() - t0)
     reduces = []
     for n in sizes:
-        x = c.tensor(np.ones(n // 4, np.float32))
-        c.dist.all_reduce(x)
+        buf = c.tensor(np.ones(n // 4, np.float32))
+        c.dist.all_reduce(buf)
         ts = []
         for _ in range(repeats):
             c.barrier()
             t0 = time.perf_counter()
-            c.dist.all_reduce(x)
+            c.dist.all_reduce(buf)
             ts.append(time.perf_counter() - t0)
-        reduces.append({"bytes": n, "s": float(np.median(ts))})
-    return {"matmuls": matmuls, "all_reduce": reduces}
+        reduces.append(float(np.median(ts)))
+    mine = np.array(matmuls + [float(np.median(steps[1:]))] + reduces, np.float32)
+    agreed = c.all_reduce(c.tensor(mine), "calibration").numpy() / world
+    k = len(matmuls)
+    flops = [2 * batch * i * o for i, o in zip(dims[:-1], dims[1:])]
+    return {"matmuls": [{"shape": (batch, i, o), "s": float(s), "flops": f}
+                        for (i, o), s, f in zip(zip(dims[:-1], dims[1:]), agreed[:k], flops)],
+            "step": {"s": float(agreed[k]), "flops": sum(3 * f for f in flops) - flops[0]},
+            "all_reduce": [{"bytes": n, "s": float(s)} for n, s in zip(sizes, agreed[k + 1:])]}
+
+
+def calibrated(cal: dict, world: int, memory: float):
+    """The "this machine's CPU ranks" cluster from ``calibrate_rank``'s measurements."""
+    from .planner import calibrated_cluster, fit_link
+
+    flops = cal["step"]["flops"] / cal["step"]["s"]
+    latency, bandwidth = fit_link([(r["bytes"], r["s"]) for r in cal["all_reduce"]], world)
+    return calibrated_cluster(world, flops, bandwidth, latency, memory)
+
+
+def compare(dims, batch: int, runs: list[dict], cluster) -> tuple[str, list[dict]]:
+    """Predicted against measured step time (and collectives) for each run of
+    ``mlp_step_rank``: a text table and its rows."""
+    from .planner import Strategy, comm_plan, predict
+
+    rows, lines = [], [f"{'strategy':<30} {'predicted ms':>12} {'measured ms':>12} "
+                       f"{'(range)':>13} {'error':>7}  collectives as planned"]
+    for run in runs:
+        dp, tp, pl = run["strategy"]
+        pred = predict(list(dims), batch, Strategy(dp, tp, tuple(pl)), cluster)
+        measured = float(np.median(run["step_s"]))
+        planned = sorted((c.op, c.size) for c in comm_plan(list(dims), pl, batch, tp, dp))
+        seen = sorted((op, size) for op, _, size in run["collectives"])
+        err = (pred.step_s - measured) / measured
+        rows.append({"strategy": str(pred.strategy), "predicted_s": pred.step_s,
+                     "measured_s": measured, "error": err, "bytes_match": planned == seen})
+        spread = f"{min(run['step_s']) * 1e3:.0f}-{max(run['step_s']) * 1e3:.0f}"
+        lines.append(f"{str(pred.strategy):<30} {pred.step_s * 1e3:12.2f} {measured * 1e3:12.2f} "
+                     f"{spread:>13} {err:+7.0%}  {'yes' if planned == seen else 'NO'}")
+    return "\n".join(lines), rows
+
+
+def plan_experiment_rank(rank: int, world: int, dims, batch: int, strategies,
+                         steps: int = 5, memory: float = 8 * 2**30) -> dict:
+    """One launch for the chapter: calibrate, let the planner pick a strategy from that
+    calibration (every rank picks the same: the figures are averaged over the ranks), then
+    run the given strategies and the pick."""
+    from .planner import best_strategy
+
+    cal = calibrate_rank(rank, world, dims, batch)
+    best, _ = best_strategy(list(dims), batch, calibrated(cal, world, memory))
+    pick = (best.strategy.dp, best.strategy.tp, best.strategy.placements)
+    todo = [tuple((dp, tp, tuple(pl))) for dp, tp, pl in strategies]
+    if pick not in todo and min(pick[:2]) == 1:
+        todo.append(pick)
+    runs = mlp_step_rank(rank, world, dims, batch, todo, steps)
+    return {"calibration": cal, "pick": pick, "runs": runs, "load_average": os.getloadavg()}

@@ -29,7 +29,7 @@ import time
 import numpy as np
 
 __all__ = ["PADDLE_LOG_ENV", "RESHARD_CASES", "reshard_rank", "mlp_tp_rank", "mlp_reference",
-           "mlp_init", "mlp_data"]
+           "mlp_init", "mlp_data", "semi_auto_rank", "reshard_table", "sent_per_rank"]
 
 _RESHARD_FILES = ["s_to_r", "p_to_r", "r_to_s", "s_to_s", "p_to_s", "r_to_p", "s_to_p",
                   "same_status", "nd_mesh", "x_to_r"]
@@ -376,3 +376,43 @@ def _mlp_tp_paddle(world, ws, x, t, steps, lr) -> dict:
                         for w in weights],
             "local_shapes": [tuple(w._local_value().shape) for w in weights],
             "collectives": {"forward": found(text_f), "backward": found(text_b)}}
+
+
+def semi_auto_rank(rank: int, world: int) -> dict:
+    """The chapter's two semi-automatic experiments in one launch (each launch costs
+    seconds of start-up): the reshards, then the column/row MLP."""
+    return {"reshards": reshard_rank(rank, world), "mlp": mlp_tp_rank(rank, world)}
+
+
+# ---------------------------------------------------------------- reading the results
+_KIND = {"all_gather_into_tensor": "all_gather", "AllGather": "all_gather",
+         "all_reduce": "all_reduce", "AllReduce": "all_reduce",
+         "reduce_scatter_tensor": "reduce_scatter", "ReduceScatter": "reduce_scatter",
+         "all_to_all_single": "all_to_all", "AllToAll": "all_to_all"}
+
+
+def sent_per_rank(op: str, in_bytes: int, out_bytes: int, world: int) -> float:
+    """Bytes one rank sends in a ring implementation of ``op``, from the local sizes it
+    took and returned; 0 for a local op (a slice, a concat)."""
+    kind = _KIND.get(op)
+    if kind is None:
+        return 0.0
+    full = {"all_gather": out_bytes, "reduce_scatter": in_bytes}.get(kind, in_bytes)
+    factor = 2 if kind == "all_reduce" else 1
+    return factor * (world - 1) / world * full
+
+
+def reshard_table(rows: list[dict], world: int = 2) -> str:
+    """The reshards one rank observed, as a text table."""
+    lines = [f"{'reshard':<22} {'what ran (observed)':<40} {'local in -> out':>17} "
+             f"{'sent/rank':>10} exact"]
+    for r in rows:
+        ops = [f"{op}" for op, _, _ in r["collectives"]] or ["nothing (local)"]
+        io = (f"{r['collectives'][0][1] // 1024} -> {r['collectives'][-1][2] // 1024} KiB"
+              if r["collectives"] else "")
+        sent = sum(sent_per_rank(op, i, o, world) for op, i, o in r["collectives"])
+        lines.append(f"{r['src'] + ' -> ' + r['dst']:<22} {' + '.join(ops):<40} {io:>17} "
+                     f"{sent / 1024:7.0f} KiB {r['exact']}")
+        if r.get("note"):
+            lines.append(f"{'':<22} note: {r['note']}")
+    return "\n".join(lines)
