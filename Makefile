@@ -13,12 +13,13 @@ GPU    ?= 0
 PADDLE_GPU_INDEX ?=
 PYTEST_ARGS ?=
 
-.PHONY: help install book test test-fast bench gpu-check browser-deps lock clean clean-book
+.PHONY: help install book test test-fast bench gpu-check browser-deps lock clean clean-book hub hub-deps
 
 help:
 	@echo "make book   build the executed HTML book into _build/html"
 	@echo "make test   run the test suite (book build and browser checks included)"
 	@echo "make bench  print build times and the CPU two-worker speedup"
+	@echo "make hub    run the course's JupyterHub on http://127.0.0.1:$(HUB_PORT) with demo accounts"
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x "$(PY)" || $(PYTHON) -m venv $(VENV)
@@ -36,7 +37,7 @@ install: $(STAMP)
 book: $(STAMP)
 	$(PY) -m grader.build
 
-test: $(STAMP) browser-deps
+test: $(STAMP) browser-deps hub-deps
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
@@ -58,6 +59,27 @@ browser-deps:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) \
 	  || echo "could not install chromium; browser tests will fail with instructions"; \
 	else echo "chromium/chromedriver missing: run 'sudo apt-get install chromium chromium-driver' for the browser tests"; fi
+
+# The course hub (README, "JupyterHub"): JupyterHub from .venv, its proxy
+# (configurable-http-proxy, pinned in package-lock.json) from the npm registry into
+# node_modules/. Node.js and npm come from Debian when missing (as root).
+HUB_PORT ?= 8000
+HUB_ARGS ?=
+NODE_STAMP := node_modules/.installed
+
+$(NODE_STAMP): package.json package-lock.json
+	@command -v npm >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing Debian's nodejs and npm for the hub's proxy"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; \
+	  else echo "npm missing: run 'sudo apt-get install nodejs npm' for the course hub"; exit 1; fi; }
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $(NODE_STAMP)
+
+hub-deps: $(STAMP) $(NODE_STAMP)
+
+hub: hub-deps
+	$(PY) -m hub.run --port $(HUB_PORT) $(HUB_ARGS)
 
 # Regenerate constraints.txt from the current environment (maintainers only).
 lock: $(STAMP)

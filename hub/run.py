@@ -105,8 +105,11 @@ class Hub:
         self._seen.update(procs)  # remember them: a user's server outlives a killed hub
         return [p for p in self._seen if p.is_running()]
 
-    def stop(self, timeout: float = 30) -> None:
-        """Stop the hub (which stops the proxy and the servers), then anything left."""
+    def stop(self, timeout: float = 30) -> list[str]:
+        """Stop the hub (which stops the proxy and the servers), then kill anything left.
+
+        Returns what had to be killed: processes the hub's own shutdown left running.
+        """
         import psutil
 
         self.processes()
@@ -117,8 +120,10 @@ class Hub:
             except subprocess.TimeoutExpired:
                 pass
         left = [p for p in self._seen if p.is_running()]
+        killed = []
         for p in left:
             try:
+                killed.append(" ".join(p.cmdline()[:4]))
                 p.kill()
             except psutil.NoSuchProcess:
                 pass
@@ -126,6 +131,7 @@ class Hub:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait(10)
+        return killed
 
 
 def start(root: Path, *, port: int | None = None, ip: str = "127.0.0.1",

@@ -44,7 +44,8 @@ class HubBrowser:
         except Exception as e:
             self.screenshot(f"timeout-{what or 'wait'}")
             raise AssertionError(f"{self.user}: timed out after {timeout} s waiting for "
-                                 f"{what or cond}; page {self.d.current_url}") from e
+                                 f"{what or cond}; page {self.d.current_url}; screenshots "
+                                 f"in {self.shots}") from e
 
     def text(self) -> str:
         return self.d.find_element("tag name", "body").text

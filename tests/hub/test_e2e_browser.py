@@ -23,6 +23,7 @@ profile) lives in a temporary directory; every process started is gone at the en
 """
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import time
@@ -56,8 +57,15 @@ def _course_assignment(tmp: Path) -> tuple[Path, str]:
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory):
-    from hub.run import start
+def hub(chromium, tmp_path_factory):
+    from hub.run import PROXY, start
+
+    if not PROXY.exists():
+        msg = (f"the hub's proxy is missing ({PROXY}): run `make hub-deps` "
+               "(npm ci; make test does it)")
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
 
     tmp = tmp_path_factory.mktemp("hub")
     course, assignment = _course_assignment(tmp)
@@ -66,9 +74,19 @@ def hub(tmp_path_factory):
     try:
         yield h
     finally:
-        h.stop()
-        left = [p for p in h._seen if p.is_running()]
-        assert not left, f"processes left behind: {left}"
+        users = set()
+        for p in h.processes():
+            try:
+                if "jupyterhub-singleuser" in " ".join(p.cmdline()):
+                    users.add(p.environ().get("JUPYTERHUB_USER"))
+            except Exception:   # gone meanwhile
+                pass
+        killed = h.stop()
+        # The hub's own shutdown stopped the proxy and every user's server (and kernels):
+        # nothing was left for stop() to kill.
+        assert not killed, f"still running after the hub stopped (killed now): {killed}"
+        print(f"\nhub stopped with the servers of {sorted(u for u in users if u)} running; "
+              "nothing left behind")
 
 
 @pytest.fixture(scope="module")

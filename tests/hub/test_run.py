@@ -1,0 +1,75 @@
+"""hub/run.py: the state directory it prepares and the course it offers (no hub started)."""
+from __future__ import annotations
+
+import stat
+
+import nbformat
+
+from hub.demo_course import ASSIGNMENT, NOTEBOOK, write_course
+from hub.run import course_id_of, prepare
+
+
+def _course(tmp_path, config: str | None = None):
+    course = tmp_path / "course"
+    nb = course / "source" / "a1_x" / "a1_x.ipynb"
+    nb.parent.mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(), nb)
+    for generated in ("release/a1_x", "autograded/s/a1_x", "submitted/s/a1_x"):
+        (course / generated).mkdir(parents=True)
+    (course / "gradebook.db").write_text("not a database")
+    if config is not None:
+        (course / "nbgrader_config.py").write_text(config)
+    return course
+
+
+def test_course_id_is_the_one_the_courses_own_config_sets(tmp_path):
+    course = _course(tmp_path, "c = get_config()\nc.CourseDirectory.course_id = 'parallel-dl'\n")
+    assert course_id_of(course) == "parallel-dl"
+
+
+def test_course_id_falls_back_when_the_course_sets_none(tmp_path):
+    assert course_id_of(_course(tmp_path, "c = get_config()\n"), default="pdl") == "pdl"
+    assert course_id_of(tmp_path / "missing", default="pdl") == "pdl"
+
+
+def test_instructor_gets_the_course_without_nbgraders_generated_state(tmp_path):
+    course = _course(tmp_path)
+    (dest,) = prepare(tmp_path / "state", course, ["teacher"])
+    assert dest == tmp_path / "state" / "home" / "teacher" / "course"
+    assert (dest / "source" / "a1_x" / "a1_x.ipynb").exists()
+    for generated in ("release", "autograded", "submitted", "gradebook.db"):
+        assert not (dest / generated).exists(), generated
+
+
+def test_a_restart_keeps_the_instructors_course_directory(tmp_path):
+    course = _course(tmp_path)
+    (dest,) = prepare(tmp_path / "state", course, ["teacher"])
+    edited = dest / "source" / "a1_x" / "a1_x.ipynb"
+    edited.write_text("instructor's edit")
+    prepare(tmp_path / "state", course, ["teacher"])
+    assert edited.read_text() == "instructor's edit"
+
+
+def test_a_course_without_assignments_gets_the_demo_assignment(tmp_path):
+    empty = tmp_path / "empty"
+    (empty / "source").mkdir(parents=True)
+    (dest,) = prepare(tmp_path / "state", empty, ["teacher"])
+    nb = nbformat.read(dest / "source" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    graded = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    assert graded and all(c.metadata.nbgrader["points"] > 0 for c in graded)
+
+
+def test_the_exchange_is_writable_by_every_user(tmp_path):
+    prepare(tmp_path / "state", tmp_path / "missing", ["teacher"])
+    mode = (tmp_path / "state" / "exchange").stat().st_mode
+    assert mode & stat.S_IWOTH and mode & stat.S_IXOTH
+
+
+def test_the_demo_assignments_answer_passes_its_own_check(tmp_path):
+    """The demo assignment is gradeable: its solution satisfies its test cell."""
+    nb = nbformat.read(write_course(tmp_path), as_version=4)
+    scope: dict = {}
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            exec(cell.source, scope)  # raises if the check fails
+    assert scope["squares"](3) == [0, 1, 4]
