@@ -216,3 +216,18 @@ def grade(run_dag: Callable) -> list[CheckResult]:
     run = run_virtual(run_dag)
     return [check_result(run_dag, run=run), check_devices_used(run_dag, run=run),
             check_dependencies(run_dag, run=run), check_faster(run_dag, run=run)]
+
+
+def public_run_dag(run_dag: Callable) -> CheckResult:
+    """Quick and lenient: it runs on two virtual devices and returns a 256 x 256 array."""
+    name = "a5 (public): run_dag runs on two virtual devices"
+    run = run_virtual(run_dag)
+    if run.error:
+        return _crashed(name, 1, run)
+    shape = np.shape(run.value) if run.value is not None else None
+    if shape != (SIZE, SIZE):
+        return CheckResult(name, 0, 1, "wrong return value", expected=f"an array of shape {(SIZE, SIZE)}",
+                           seen=f"{type(run.value).__name__} of shape {shape}",
+                           hint="return device.get(...) of the final sum")
+    return CheckResult(name, 1, 1, f"returns a {SIZE} x {SIZE} array; virtual makespan "
+                       f"{run.makespan_ms:.3f} ms (one device: {serial_ms():.3f} ms)")

@@ -280,3 +280,59 @@ def grade(pieces: dict[str, Callable], framework: str = "torch") -> list[CheckRe
             check_parallel_apply(pieces["parallel_apply"]), check_gather(pieces["gather"], framework),
             check_reduce_gradients(pieces["reduce_gradients"], framework),
             check_training(pieces, framework)]
+
+
+# ---- public checks: quick, lenient ("it runs and returns the right kind of thing") --------
+
+def _public(name: str, fn: Callable, args: tuple, ok: Callable[[Any], bool], want: str) -> CheckResult:
+    name = f"a6 (public): {name}"
+    try:
+        out = call(fn, *args)
+        good = ok(out)
+    except StudentError as e:
+        return CheckResult(name, 0, 1, str(e), expected=want, hint="read the error above")
+    except Exception as e:  # noqa: BLE001 - the return value had the wrong shape
+        return CheckResult(name, 0, 1, "unexpected return value", expected=want, seen=repr(e)[:200],
+                           hint=want)
+    if not good:
+        return CheckResult(name, 0, 1, "unexpected return value", expected=want,
+                           seen=repr(out)[:200], hint=want)
+    return CheckResult(name, 1, 1, "runs and returns " + want)
+
+
+def public_scatter(scatter: Callable, framework: str = "torch") -> CheckResult:
+    x = m.from_numpy(np.zeros((10, 2), np.float32), framework)
+    return _public("scatter", scatter, (x, 3),
+                   lambda out: 0 < len(out) <= 3 and all(len(m.to_numpy(c)) for c in out),
+                   "a list of up to 3 non-empty tensors")
+
+
+def public_replicate(replicate: Callable, framework: str = "torch") -> CheckResult:
+    return _public("replicate", replicate, (m.init_params(framework), 3),
+                   lambda out: len(out) == 3 and all(isinstance(r, dict) for r in out),
+                   "a list of 3 dicts")
+
+
+def public_parallel_apply(parallel_apply: Callable) -> CheckResult:
+    return _public("parallel_apply", parallel_apply, (lambda r, x: r + x, [1, 2], [(10,), (20,)]),
+                   lambda out: len(list(out)) == 2, "a list with one result per replica")
+
+
+def public_gather(gather: Callable, framework: str = "torch") -> CheckResult:
+    parts = [m.from_numpy(np.ones((k, 1), np.float32), framework) for k in (2, 1)]
+    return _public("gather", gather, (parts,), lambda out: m.to_numpy(out).shape == (3, 1),
+                   "one tensor of 3 rows")
+
+
+def public_reduce_gradients(reduce_gradients: Callable, framework: str = "torch") -> CheckResult:
+    g = {"w": m.from_numpy(np.ones(2, np.float32), framework)}
+    return _public("reduce_gradients", reduce_gradients, ([g, g], [1, 1]),
+                   lambda out: m.to_numpy(out["w"]).shape == (2,), "a dict of tensors with the same names")
+
+
+def public_training(pieces: dict[str, Callable], framework: str = "torch") -> CheckResult:
+    def one_step_with_your_pieces():
+        return train_dp(pieces, framework, steps=1)
+
+    return _public("one data-parallel step", one_step_with_your_pieces, (),
+                   lambda out: out[1].shape == (ROWS, m.OUT), f"parameters and ({ROWS}, 1) predictions")
