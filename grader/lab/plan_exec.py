@@ -19,7 +19,7 @@ import numpy as np
 from .sharding import mlp_data, mlp_init
 
 __all__ = ["mlp_step_rank", "mlp_numpy_reference", "calibrate_rank", "plan_experiment_rank",
-           "calibrated", "compare"]
+           "chapter_rank", "calibrated", "compare"]
 
 
 class _Comm:
@@ -307,3 +307,13 @@ def plan_experiment_rank(rank: int, world: int, dims, batch: int, strategies,
         todo.append(pick)
     runs = mlp_step_rank(rank, world, dims, batch, todo, steps)
     return {"calibration": cal, "pick": pick, "runs": runs, "load_average": os.getloadavg()}
+
+
+def chapter_rank(rank: int, world: int, dims, batch: int, strategies, steps: int = 4) -> dict:
+    """Everything the automatic-parallelism chapter runs on the ranks, in one launch (a
+    launch costs seconds of process start-up, Paddle's most): the semi-automatic
+    experiments, then the planner's experiment."""
+    from .sharding import semi_auto_rank
+
+    return {"semi": semi_auto_rank(rank, world),
+            "plan": plan_experiment_rank(rank, world, dims, batch, strategies, steps)}
