@@ -23,7 +23,7 @@ import numpy as np
 
 from .dataparallel import Problem, _bounds, _tensor, build_model, model_weights, mse, split_sizes
 
-__all__ = ["train_rank", "bucket_timing_rank", "in_one_process"]
+__all__ = ["train_rank", "bucket_timing_rank", "in_sequence", "in_one_process"]
 
 
 def _rank_device(framework: str, rank: int, world: int) -> str:
@@ -140,6 +140,12 @@ def bucket_timing_rank(rank: int, world: int, problem: Problem, bucket_cap_mb: f
         model.zero_grad(set_to_none=True)
     return {"backward_start": t0, "backward_end": t1,
             "first_layer_grad": marks["first_layer_grad"], "buckets": marks["buckets"]}
+
+
+def in_sequence(rank: int, world: int, calls: list) -> list:
+    """Run several rank functions ``(fn, args)`` one after the other in the same ranks: one
+    launch, so the processes start (and import their framework) once."""
+    return [fn(rank, world, *args) for fn, args in calls]
 
 
 def in_one_process(framework: str, problem: Problem, steps: int = 5, threads: int = 1) -> dict:

@@ -4,7 +4,7 @@ import pytest
 
 from grader.lab import RankFailed, launch
 from grader.lab.dataparallel import make_problem, max_abs_diff, train_single
-from grader.lab.ddp import bucket_timing_rank, in_one_process, train_rank
+from grader.lab.ddp import bucket_timing_rank, in_one_process, in_sequence, train_rank
 
 RTOL, ATOL = 1e-5, 1e-6
 
@@ -53,3 +53,12 @@ def test_paddle_data_parallel_in_one_process_is_a_single_card_fallback():
 def test_torch_ddp_in_one_process_without_a_process_group_is_refused():
     out = in_one_process("torch", make_problem(batch=4, d_in=2, hidden=2, d_out=1))
     assert "init_process_group" in out["error"]
+
+
+@pytest.mark.slow
+def test_in_sequence_runs_each_rank_function_in_the_same_ranks_in_order():
+    from grader.lab.dist_examples import allreduce_rank, fail_on_rank
+
+    out = launch(in_sequence, nprocs=2,
+                 framework="torch", args=([(fail_on_rank, (5,)), (allreduce_rank, ())],), timeout=90)
+    assert [list(r) for r in out] == [[0, [3.0] * 4], [1, [3.0] * 4]]
