@@ -35,7 +35,11 @@ def show_recorded(experiment: str, framework: str, render: Any,
                   directory: Path = RESULTS_DIR) -> int:
     """Print each committed record of ``experiment`` for ``framework`` with its label,
     using ``render(result) -> str``; returns how many were shown."""
-    recs = [r for r in load_recorded(directory) if experiment in r["results"].get(framework, {})]
+    # A framework that saw no GPU on the recording machine ran on CPU workers there: that is
+    # not a GPU result, whatever machine it came from.
+    recs = [r for r in load_recorded(directory)
+            if experiment in r["results"].get(framework, {})
+            and r["results"][framework].get("kind") != "cpu-workers"]
     if not recs:
         print("No GPU results are recorded yet (none committed in bench/results/gpu/): "
               "the outputs on this page are the live ones only.")

@@ -29,3 +29,11 @@ def test_a_record_is_shown_with_where_and_when_it_was_measured(tmp_path, capsys)
     out = capsys.readouterr().out
     assert "recorded on NVIDIA H200 on 2026-11-29 by grader.gpu_check" in out and "value 1" in out
     assert recorded_label(load_recorded(tmp_path)[0]).startswith("recorded on NVIDIA H200")
+
+
+def test_a_framework_that_ran_on_cpu_workers_there_is_not_shown_as_a_gpu_result(tmp_path, capsys):
+    _write(tmp_path, "r.json", results={"paddle": {"kind": "cpu-workers", "timing": {"x": 1}},
+                                        "torch": {"kind": "gpus", "timing": {"x": 2}}})
+    assert show_recorded("timing", "paddle", lambda r, res: "shown", tmp_path) == 0
+    assert "No GPU results" in capsys.readouterr().out
+    assert show_recorded("timing", "torch", lambda r, res: "shown", tmp_path) == 1
