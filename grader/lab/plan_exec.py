@@ -41,6 +41,7 @@ class _Comm:
             import paddle
             import paddle.distributed as dist
 
+            paddle.set_device("cpu")   # the ranks are CPU processes, with or without GPUs
             self.t, self.dist = paddle, dist
 
     def tensor(self, a: np.ndarray):

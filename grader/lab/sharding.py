@@ -168,6 +168,8 @@ def _reshard_paddle(rank: int, world: int, g: np.ndarray, cases) -> list[dict]:
     import paddle.distributed as dist
     from paddle.distributed.auto_parallel.api import dtensor_from_local
 
+    paddle.set_device("cpu")   # CPU ranks on every machine (see the chapter), also with GPUs
+
     mesh = dist.ProcessMesh(list(range(world)), dim_names=["x"])
     log = _own_log()
     rows = []
@@ -277,6 +279,7 @@ def mlp_reference(framework: str, dims=(64, 128, 32), batch: int = 32, steps: in
     else:
         import paddle
 
+        paddle.set_device("cpu")
         model = _paddle_mlp(ws)
         opt = paddle.optimizer.SGD(learning_rate=lr, parameters=model.parameters())
         for _ in range(steps):
@@ -343,6 +346,8 @@ def _mlp_tp_torch(world, ws, x, t, steps, lr) -> dict:
 def _mlp_tp_paddle(world, ws, x, t, steps, lr) -> dict:
     import paddle
     import paddle.distributed as dist
+
+    paddle.set_device("cpu")
 
     mesh = dist.ProcessMesh(list(range(world)), dim_names=["x"])
 

@@ -118,7 +118,7 @@ def test_the_collectives_a_run_makes_are_the_planned_ones_and_it_trains_like_one
     strategies = [(2, 1, ("R", "R", "R")), (1, 2, ("col", "row", "R")),
                   (1, 2, ("row", "col", "col")), (1, 2, ("R", "col", "row"))]
     runs = launch(mlp_step_rank, nprocs=2, framework=framework,
-                  args=(dims, batch, strategies, steps), timeout=120)
+                  args=(dims, batch, strategies, steps), backend="gloo", timeout=120)
     ref = mlp_numpy_reference(dims, batch, steps + 1)
     for rank_runs in runs:
         for run in rank_runs:

@@ -19,7 +19,8 @@ def test_sent_per_rank_follows_the_ring_model():
 def test_torch_reshards_insert_the_expected_collectives_and_are_exact():
     cases = [("Shard(0)", "Replicate"), ("Partial", "Replicate"), ("Replicate", "Shard(0)"),
              ("Partial", "Shard(0)")]
-    ranks = launch(S.reshard_rank, nprocs=2, framework="torch", args=(64, 32, cases), timeout=120)
+    ranks = launch(S.reshard_rank, nprocs=2, framework="torch", args=(64, 32, cases),
+                   backend="gloo", timeout=120)
     for rows in ranks:
         assert all(r["exact"] for r in rows)
         got = {(r["src"], r["dst"]): r["collectives"] for r in rows}
@@ -34,7 +35,7 @@ def test_torch_reshards_insert_the_expected_collectives_and_are_exact():
 def test_paddle_reshards_are_exact_and_its_log_names_the_collective():
     cases = [("Shard(0)", "Replicate"), ("Partial", "Replicate"), ("Shard(0)", "Shard(1)")]
     ranks = launch(S.reshard_rank, nprocs=2, framework="paddle", args=(64, 32, cases),
-                   env=S.PADDLE_LOG_ENV, timeout=120)
+                   env=S.PADDLE_LOG_ENV, backend="gloo", timeout=120)
     for rows in ranks:
         assert all(r["exact"] and r["log_seen"] for r in rows)
         got = {(r["src"], r["dst"]): [c[0] for c in r["collectives"]] for r in rows}
@@ -47,7 +48,8 @@ def test_paddle_reshards_are_exact_and_its_log_names_the_collective():
 @pytest.mark.parametrize("framework", ["torch", "paddle"])
 def test_column_row_mlp_trains_like_the_unsharded_model(framework):
     env = S.PADDLE_LOG_ENV if framework == "paddle" else None
-    ranks = launch(S.mlp_tp_rank, nprocs=2, framework=framework, env=env, timeout=120)
+    ranks = launch(S.mlp_tp_rank, nprocs=2, framework=framework, env=env, backend="gloo",
+                   timeout=120)
     for r in ranks:
         assert r["max_loss_diff"] <= 1e-5 and r["max_weight_diff"] <= 1e-5
         assert r["losses"][-1] < r["losses"][0]          # it did train
