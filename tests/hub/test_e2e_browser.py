@@ -6,15 +6,17 @@ releases feedback; student1 sees full marks in the feedback, student2 sees zero 
 error that caused it, and grading student2 leaves student1's grade as it was.
 
 How each step is driven:
-- Logging in, opening JupyterLab's Nbgrader menu, the formgrader (rendered in its iframe)
-  and the students' Assignments panel, and the Fetch / Submit / Fetch Feedback buttons
-  are clicks in the browser. Feedback is read as the page the browser shows.
-- The student's solution is written through the Jupyter contents API, as that user, from
-  inside their JupyterLab page with the session's XSRF token (typing multi-line code
-  through JupyterLab's CodeMirror with Selenium fights auto-indent and bracket closing);
-  the notebook is then opened in JupyterLab and the solution checked on screen.
-- The instructor's generate / release / collect / autograde / feedback steps are the
-  formgrader's own API calls (what its buttons send), made from the instructor's page.
+- By clicks in the browser: logging in, JupyterLab's Nbgrader menu, the formgrader inside
+  JupyterLab (checked to render in its iframe: the frame-ancestors trap) and its own
+  pages (the Generate, Release, Collect, Autograde, Generate / Release Feedback icons and
+  their result dialogs), and the students' Assignments panel (Fetch, Submit, Fetch
+  Feedback). Scores are read from the formgrader's table and the feedback pages as shown.
+- Through the Jupyter contents API, as that user: writing the student's answers. The PUT
+  runs inside the student's JupyterLab page with the session's XSRF token (typing
+  multi-line code through JupyterLab's CodeMirror with Selenium fights auto-indent and
+  bracket closing); the notebook is then opened in JupyterLab and the answer checked on
+  screen. The gradebook's scores are also read through the formgrader's API to check the
+  page agrees with it.
 
 The assignment is the course's first one (``exercises/source/a1_*``), copied into the
 hub's temporary course directory; while the course has none it is the launcher's demo
@@ -173,8 +175,33 @@ def _scores(b: HubBrowser, assignment: str) -> dict[str, tuple[float, float]]:
     return {s["student"]: (s["score"], s["max_score"]) for s in subs if s.get("autograded")}
 
 
-def _ok(result, what: str) -> None:
-    assert isinstance(result, dict) and result.get("success"), f"{what} failed: {result}"
+def _has_class(cls: str) -> str:
+    return f"contains(concat(' ', normalize-space(@class), ' '), ' {cls} ')"
+
+
+def _formgrader_click(b: HubBrowser, row: str, column: str, timeout: float = 300) -> str:
+    """Click the formgrader's icon in ``column`` of the table row for ``row`` (an
+    assignment or a student), wait for the result dialog, close it; return its text."""
+    cell = f"//tr[.//td[normalize-space()='{row}']]//td[{_has_class(column)}]//a"
+    b.click(cell, f"the formgrader's {column} button for {row}")
+    # a Bootstrap dialog, shown once its fade-in ends (class "in")
+    modal = f"//div[{_has_class('modal')} and {_has_class('in')}][.//h4[{_has_class('modal-title')}]]"
+    dialog = b.wait(lambda d: (b.xpath(modal) or [None])[0], timeout, f"the {column} result")
+    title = dialog.find_element("css selector", ".modal-title").get_attribute("textContent")
+    text = dialog.get_attribute("textContent")
+    assert title.strip() == "Success", f"formgrader {column} for {row}: {title}: {text[:3000]}"
+    b.click(f"{modal}//div[{_has_class('modal-footer')}]//button", "the dialog's OK button")
+    b.wait(lambda d: not d.find_elements("xpath", modal), 30, f"the {column} dialog to close")
+    return text
+
+
+def _formgrader_score(b: HubBrowser, student: str) -> tuple[float, float]:
+    """The score the formgrader's submissions table shows for ``student``: 'x / y'."""
+    cell = f"//tr[.//td[normalize-space()='{student}']]//td[{_has_class('score')}]"
+    text = b.wait(lambda d: next((e.text for e in b.xpath(cell) if "/" in e.text), None), 60,
+                  f"{student}'s score in the formgrader")
+    got, top = (float(x) for x in text.split("/"))
+    return got, top
 
 
 def _student_reads_feedback(b: HubBrowser, hub, user: str) -> list[str]:
@@ -211,18 +238,21 @@ def test_students_submit_and_see_grades_the_instructor_released(hub, browser):
     answers = _solutions(hub.course_dir() / "source" / a)
     assert any(answers.values()), f"{a} has no answer cells to fill in"
 
-    # Instructor: the formgrader renders inside JupyterLab (the frame-ancestors trap), then
-    # generate and release the assignment.
+    # Instructor: the formgrader renders inside JupyterLab (the frame-ancestors trap) and
+    # works there: generate the student version and release it from the framed page.
     b.login("instructor")
     b.menu("Nbgrader", "Formgrader")
     frame = b.wait(lambda d: (b.xpath("//div[contains(@class,'jp-MainAreaWidget')]//iframe")
                               or [None])[0], 60, "the formgrader iframe")
     b.d.switch_to.frame(frame)
-    b.wait(lambda d: "Manage Assignments" in b.text() and a in b.text(), 90,
-           "the formgrader's content inside its iframe")
+    b.wait(lambda d: "Manage Assignments" in b.text() and b.xpath(
+        f"//tr//td[normalize-space()='{a}']"), 90, "the formgrader's content inside its iframe")
+    b.screenshot("formgrader-in-lab")
+    _formgrader_click(b, a, "assign")
+    _formgrader_click(b, a, "release")
+    b.wait(lambda d: b.xpath(f"//tr[.//td[normalize-space()='{a}']]//*[normalize-space()='released']"),
+           60, "the assignment shown as released")
     b.d.switch_to.default_content()
-    _ok(b.api("POST", f"formgrader/api/assignment/{a}/assign"), "generate")
-    _ok(b.api("POST", f"formgrader/api/assignment/{a}/release"), "release")
     assert (hub.root / "exchange" / hub.course_id / "outbound" / a).is_dir()
     step("instructor released")
 
@@ -231,24 +261,27 @@ def test_students_submit_and_see_grades_the_instructor_released(hub, browser):
     _student_submits(b, hub, "student2", answers, broken=True)
     step("student2 submitted a broken notebook")
 
-    # Instructor: collect, autograde student1, then student2, then feedback for all.
+    # Instructor, on the formgrader's own pages: collect, autograde student1, then
+    # student2, then generate and release feedback for both.
     b.login("instructor")
-    _ok(b.api("POST", f"formgrader/api/assignment/{a}/collect"), "collect")
-    _ok(b.api("POST", f"formgrader/api/submission/{a}/student1/autograde"), "autograde student1")
-    first = _scores(b, a)["student1"]
+    b.d.get(f"{hub.url}/user/instructor/formgrader/manage_assignments")
+    _formgrader_click(b, a, "collect")
+    b.d.get(f"{hub.url}/user/instructor/formgrader/manage_submissions/{a}")
+    _formgrader_click(b, "student1", "autograde")
+    first = _formgrader_score(b, "student1")
     step("collected, student1 autograded")
-    _ok(b.api("POST", f"formgrader/api/submission/{a}/student2/autograde"), "autograde student2")
-    scores = _scores(b, a)
+    _formgrader_click(b, "student2", "autograde")
+    b.d.refresh()
+    shown = {s: _formgrader_score(b, s) for s in ("student1", "student2")}
+    b.screenshot("formgrader-submissions")
     step("student2 autograded")
     assert first[1] > 0 and first[0] == first[1], f"student1's correct answers: {first}"
-    assert scores["student1"] == first, "grading student2 changed student1's grade"
-    assert scores["student2"] == (0, first[1]), f"student2's broken notebook: {scores['student2']}"
-    # the formgrader page lists both graded submissions
-    b.d.get(f"{hub.url}/user/instructor/formgrader/manage_submissions/{a}")
-    b.wait(lambda d: "student1" in b.text() and "student2" in b.text(), 60,
-           "both submissions in the formgrader")
-    _ok(b.api("POST", f"formgrader/api/assignment/{a}/generate_feedback"), "generate feedback")
-    _ok(b.api("POST", f"formgrader/api/assignment/{a}/release_feedback"), "release feedback")
+    assert shown["student1"] == first, "grading student2 changed student1's grade"
+    assert shown["student2"] == (0, first[1]), f"student2's broken notebook: {shown['student2']}"
+    assert _scores(b, a) == shown, "the formgrader page and the gradebook disagree"
+    b.d.get(f"{hub.url}/user/instructor/formgrader/manage_assignments")
+    _formgrader_click(b, a, "generate-feedback")
+    _formgrader_click(b, a, "release-feedback")
     step("feedback released")
 
     # Students: each sees their own score, and student2 sees why it is zero.
