@@ -70,3 +70,11 @@ def test_virtual_devices_queue_work_and_the_host_waits_only_when_asked():
 
 def test_the_serial_baseline_is_slower_than_the_compute_critical_path():
     assert a5.serial_ms() > a5.critical_path_ms() > 0
+
+
+def test_the_notebooks_reference_solution_scores_full_marks():
+    from tests.checks.notebooks import namespace
+
+    run_dag = namespace("a5_dependencies", {})["run_dag"]
+    assert score(run_dag) == (FULL, FULL)
+    assert a5.public_run_dag(run_dag).passed

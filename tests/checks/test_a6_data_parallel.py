@@ -73,3 +73,19 @@ def test_a_piece_that_raises_gets_zero_for_that_piece_only():
 
 def test_the_same_submission_gets_the_same_score_ten_times():
     assert len({tuple(points(sol.STACKED)) for _ in range(10)}) == 1
+
+
+def _notebook_pieces():
+    from tests.checks.notebooks import namespace
+
+    ns = namespace("a6_data_parallel", {})
+    return {k: ns[k] for k in ("scatter", "replicate", "parallel_apply", "gather", "reduce_gradients")}
+
+
+def test_the_notebooks_reference_solution_scores_full_marks():
+    assert sum(points(_notebook_pieces())) == FULL
+
+
+@pytest.mark.slow
+def test_the_notebooks_reference_solution_scores_full_marks_with_paddle():
+    assert sum(points(_notebook_pieces(), "paddle")) == FULL

@@ -63,3 +63,23 @@ def test_the_same_submission_gets_the_same_score_ten_times():
     runs = {tuple(r.points for r in a7.check_ring_all_reduce(sol.reference, world=2, length=5))
             for _ in range(10)}
     assert runs == {(3, 1, 2)}
+
+
+def _notebook_function(answer=None):
+    """The notebook's ring_all_reduce, with its source findable the way ipykernel makes a
+    cell's source findable (linecache), so it travels to the ranks as in a notebook."""
+    import linecache
+
+    from tests.checks.notebooks import namespace, reference
+
+    src = answer or reference("a7_ring_allreduce")["ring_all_reduce"]
+    lines = [l + "\n" for l in src.splitlines()]
+    linecache.cache["ring_all_reduce"] = (len(src), None, lines, "ring_all_reduce")
+    fn = namespace("a7_ring_allreduce", {"ring_all_reduce": src})["ring_all_reduce"]
+    fn.__module__ = "__main__"
+    return fn
+
+
+@pytest.mark.parametrize("framework", ["torch", "paddle"])
+def test_the_notebooks_reference_solution_scores_full_marks(framework):
+    assert points(_notebook_function(), framework) == [3, 1, 2]

@@ -65,3 +65,10 @@ def test_public_checks_accept_a_well_formed_answer_and_reject_a_stub():
 def test_the_same_submission_gets_the_same_score_ten_times():
     assert len({(a8.check_predictions(sol.predict_shard_sizes).points,
                  a8.check_choices(sol.choose_always_dp).points) for _ in range(10)}) == 1
+
+
+def test_the_notebooks_reference_solution_scores_full_marks():
+    from tests.checks.notebooks import namespace
+
+    ns = namespace("a8_placements", {})
+    assert [r.points for r in a8.grade(ns["predict_communication"], ns["choose_strategy"])] == [6, 3]
