@@ -13,7 +13,7 @@ GPU    ?= 0
 PADDLE_GPU_INDEX ?=
 PYTEST_ARGS ?=
 
-.PHONY: help install book test test-fast bench gpu-check browser-deps lock clean clean-book hub hub-deps
+.PHONY: help install book test test-fast bench gpu-check browser-deps lock clean clean-book grade hub hub-deps
 
 help:
 	@echo "make book   build the executed HTML book into _build/html"
@@ -46,6 +46,12 @@ test-fast: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/cpu_workers.py
 	$(PY) bench/book_build.py
+
+# Autograde everything in exercises/submitted/ (grades: exercises/reports/grades.csv,
+# feedback: exercises/feedback/). GRADE_ARGS e.g. "--student alice --cell-timeout 30".
+GRADE_ARGS ?=
+grade: $(STAMP)
+	$(PY) -m grader.grading --course exercises $(GRADE_ARGS)
 
 gpu-check: $(STAMP)
 	$(PY) -m grader.gpu_check

@@ -121,10 +121,13 @@ def _precheck(course: Path, student: str, assignment: str) -> tuple[str, str] | 
         if not nb_path.exists():
             return "missing", f"notebook {src.name} is missing from the submission"
         try:
+            json.loads(nb_path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            where = f" at line {e.lineno}" if isinstance(e, json.JSONDecodeError) else ""
+            return "invalid", f"{src.name} is not valid JSON ({getattr(e, 'msg', e)}{where}); was it saved completely?"
+        try:
             nb = nbformat.read(nb_path, as_version=4)
             nbformat.validate(nb)
-        except json.JSONDecodeError as e:
-            return "invalid", f"{src.name} is not valid JSON ({e.msg} at line {e.lineno})"
         except Exception as e:  # noqa: BLE001 - nbformat raises several kinds
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             return "invalid", f"{src.name} is not a valid notebook ({first[:200]})"
@@ -158,10 +161,19 @@ def _notes(course: Path, student: str, assignment: str, log: str, cell_timeout: 
            memory_gb: float) -> list[str]:
     """What happened inside an autograded notebook that a student should be told."""
     notes = []
-    for m in re.finditer(r"Missing grade cell (\S+) encountered", log):
-        notes.append(f"test cell {m.group(1)} was deleted; the original was put back and run")
-    for m in re.finditer(r"Checksum for grade cell (\S+) has changed", log):
-        notes.append(f"test cell {m.group(1)} was edited; the original was put back and run")
+    # Compare the submitted test cells with the released ones (nbgrader's own checksum
+    # warning also fires for every cell that held hidden tests, so it cannot tell).
+    for released in sorted((course / "release" / assignment).glob("*.ipynb")):
+        want = {c.metadata["nbgrader"]["grade_id"]: c.source
+                for c in nbformat.read(released, as_version=4).cells
+                if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")}
+        sub = nbformat.read(course / "submitted" / student / assignment / released.name, as_version=4)
+        have = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source for c in sub.cells}
+        for gid, src in want.items():
+            if gid not in have:
+                notes.append(f"test cell {gid} was deleted; the original was put back and run")
+            elif have[gid].strip() != src.strip():
+                notes.append(f"test cell {gid} was edited; the original was put back and run")
     folder = course / "autograded" / student / assignment
     for path in sorted(folder.glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
@@ -229,11 +241,6 @@ def grade_one(course: Path, student: str, assignment: str, *, env: dict[str, str
         score, max_score, cells = _scores(course, student, assignment)
         notes = _notes(course, student, assignment, log, cell_timeout, memory_gb)
         o = Outcome(student, assignment, score, max_score, "graded", "; ".join(notes), cells=cells)
-        fcode, flog = _nbgrader(course, ["generate_feedback", assignment, "--student", student,
-                                         "--force"], env, 300)
-        if fcode != 0:
-            (logs / f"{student}-{assignment}-feedback.log").write_text(flog)
-            o.reason = "; ".join(filter(None, [o.reason, "feedback could not be generated (see reports/logs)"]))
     if o.status != "graded":
         _failure_page(course, o)
     o.seconds = time.perf_counter() - t0
@@ -263,6 +270,19 @@ def grade_course(course: str | Path = "exercises", *, only_students: list[str] |
             if verbose:
                 print(f"{s:<10} {a:<22} {o.score:>5g} / {o.max_score:<3g} {o.status:<8} "
                       f"{o.seconds:5.1f} s  {o.reason}", flush=True)
+    # Step 4: feedback for everything that autograded, in one nbgrader run (a kernel is not
+    # involved, so one process is safe); failures already have their page.
+    for a in names:
+        if not any(o.status == "graded" and o.assignment == a for o in outcomes):
+            continue
+        code, log = _nbgrader(course, ["generate_feedback", a, "--force"], env, 600)
+        if code == 0:
+            continue
+        (logs / f"feedback-{a}.log").write_text(log)
+        for o in (o for o in outcomes if o.assignment == a):
+            if o.status == "graded" and not list((course / "feedback" / o.student / o.assignment).glob("*.html")):
+                o.reason = "; ".join(filter(None, [o.reason, "feedback could not be generated "
+                                                   f"(see reports/logs/feedback-{a}.log)"]))
     run = GradingRun(course, outcomes)
     with open(reports / "grades.csv", "w", newline="") as f:
         w = csv.writer(f)

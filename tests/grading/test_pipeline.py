@@ -1,0 +1,156 @@
+"""End to end: nbgrader on a temporary course holding the real assignments, the shipped
+sample submissions and the bad submissions a class produces."""
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader.grading.pipeline import grade_course
+
+ROOT = Path(__file__).resolve().parents[2]
+EXERCISES = ROOT / "exercises"
+MINE = ["a1_independent_ops", "a2_small_ops", "a3_compute_comm", "a4_profile_trace"]
+A1 = "a1_independent_ops"
+
+pytestmark = pytest.mark.slow
+
+
+def _env() -> dict:
+    return dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+
+
+def nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "nbgrader", *args, f"--CourseDirectory.root={course}"],
+                          cwd=course, env=_env(), capture_output=True, text=True, timeout=600)
+
+
+def _with_answer(course: Path, student: str, grade_id: str, source: str) -> None:
+    """A copy of alice's a1 whose solution cell ``grade_id`` holds ``source``."""
+    nb = nbformat.read(EXERCISES / "submitted" / "alice" / A1 / f"{A1}.ipynb", as_version=4)
+    for c in nb.cells:
+        if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
+            c.source = source
+    out = course / "submitted" / student / A1
+    out.mkdir(parents=True)
+    nbformat.write(nb, out / f"{A1}.ipynb")
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def course():
+    # Not tmp_path_factory: pytest prunes old base temp folders, and other test sessions
+    # running at the same time could remove this one mid-run.
+    course = Path(tempfile.mkdtemp(prefix="course-"))
+    yield from _populate(course)
+    shutil.rmtree(course, ignore_errors=True)
+
+
+def _populate(course: Path):
+    shutil.copy(EXERCISES / "nbgrader_config.py", course)
+    for a in MINE:
+        shutil.copytree(EXERCISES / "source" / a, course / "source" / a)
+    sub = course / "submitted"
+    shutil.copytree(EXERCISES / "submitted" / "carol", sub / "carol")          # broken in 4 ways
+    for s in ("alice", "bob"):                                                 # correct, partly
+        shutil.copytree(EXERCISES / "submitted" / s / A1, sub / s / A1)
+    _with_answer(course, "dave", "time_work", "def time_work(*a, **k):\n    while True:\n        pass")
+    _with_answer(course, "erin", "time_work", "import ctypes\nctypes.string_at(0)")
+    _with_answer(course, "frank", "time_work",
+                 "import numpy as np\nhoard = []\nwhile True:\n    hoard.append(np.ones(2**24))")
+    yield course
+
+
+@pytest.fixture(scope="module")
+def graded(course):
+    before = _digest(course / "submitted")
+    run = grade_course(course, cell_timeout=5, notebook_timeout=240, memory_gb=2.5, verbose=False)
+    return run, before
+
+
+def test_generate_then_validate_passes_on_source_and_invert_fails_every_test_on_release(course):
+    for a in MINE:
+        assert nbgrader(course, "generate_assignment", a, "--force").returncode == 0
+    # one nbgrader process per direction; it prints one verdict per notebook
+    ok = nbgrader(course, "validate", *[f"source/{a}/{a}.ipynb" for a in MINE])
+    assert ok.stdout.count("Success! Your notebook passes all the tests.") == len(MINE), ok.stdout + ok.stderr
+    inv = nbgrader(course, "validate", "--invert", *[f"release/{a}/{a}.ipynb" for a in MINE])
+    assert inv.stdout.count("Success! The notebook does not pass any tests.") == len(MINE), inv.stdout + inv.stderr
+
+
+def test_released_notebooks_hold_no_solution_and_no_hidden_test(course):
+    for a in MINE:
+        text = (course / "release" / a / f"{a}.ipynb").read_text()
+        src = (course / "source" / a / f"{a}.ipynb").read_text()
+        assert "BEGIN SOLUTION" in src and "BEGIN HIDDEN TESTS" in src
+        assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text and "grade(checks" not in text
+
+
+def test_correct_and_partly_correct_submissions_get_their_scores(graded):
+    run, _ = graded
+    assert (run.find("alice", A1).score, run.find("alice", A1).max_score) == (8, 8)
+    bob = run.find("bob", A1)
+    assert bob.status == "graded" and bob.score == 7  # no warm-up: 1 point lost
+
+
+def test_feedback_shows_hidden_test_messages_but_not_their_code(graded, course):
+    page = (course / "feedback" / "bob" / A1 / f"{A1}.html").read_text()
+    assert "a cold device was timed" in page and "run fn once" in page
+    assert "check_time_work" not in page and "HIDDEN TESTS" not in page
+
+
+def test_an_endless_loop_is_stopped_by_the_per_cell_timeout_and_the_rest_is_graded(graded):
+    dave = graded[0].find("dave", A1)
+    assert dave.status == "graded" and dave.score == 4   # the experiment cell still scores
+    assert "per-cell limit" in dave.reason
+
+
+def test_a_kernel_that_dies_gets_a_recorded_zero_with_the_reason(graded, course):
+    run, _ = graded
+    for student in ("carol", "erin"):    # os._exit and a segmentation fault
+        o = run.find(student, A1)
+        assert (o.score, o.status) == (0, "crashed") and "kernel died" in o.reason
+        assert "kernel died" in (course / "feedback" / student / A1 / f"{A1}.html").read_text()
+
+
+def test_unbounded_allocation_fails_its_cells_and_not_the_run(graded):
+    frank = graded[0].find("frank", A1)
+    assert frank.status == "graded" and frank.score == 0   # time_work never got defined
+    assert "out of memory" in frank.reason
+
+
+def test_invalid_and_missing_notebooks_get_a_recorded_zero_with_the_reason(graded):
+    run, _ = graded
+    bad = run.find("carol", "a2_small_ops")
+    assert (bad.score, bad.status) == (0, "invalid") and "not valid JSON" in bad.reason
+    gone = run.find("carol", "a3_compute_comm")
+    assert (gone.score, gone.status) == (0, "missing") and "does not exist" in gone.reason
+
+
+def test_deleted_and_edited_test_cells_are_restored_and_run(graded):
+    o = graded[0].find("carol", "a4_profile_trace")
+    assert o.status == "graded" and o.score == 8   # her answers are right; the tests are the originals
+    assert "test_record_trace was deleted" in o.reason and "test_chrome was edited" in o.reason
+
+
+def test_every_grade_is_recorded_and_exported_and_no_submission_is_changed(graded, course):
+    run, before = graded
+    assert _digest(course / "submitted") == before
+    students = ["alice", "bob", "carol", "dave", "erin", "frank"]
+    rows = list(csv.DictReader(open(course / "reports" / "grades.csv")))
+    assert {(r["student"], r["assignment"]) for r in rows} == {(s, a) for s in students for a in MINE}
+    exported = list(csv.DictReader(open(course / "reports" / "nbgrader_grades.csv")))
+    scores = {(r["student_id"], r["assignment"]): float(r["score"]) for r in exported}
+    assert scores[("alice", A1)] == 8 and scores[("bob", A1)] == 7 and scores[("carol", A1)] == 0
