@@ -222,12 +222,16 @@ def _output(framework: str, state: dict) -> np.ndarray:
     return state["out"].detach().cpu().numpy()
 
 
-def _loss(framework: str, outs: Sequence[np.ndarray], y: Any, device: str) -> dict:
-    """On the output device: concatenate the gathered outputs, compute the loss over the
-    whole batch, and its gradient with respect to the outputs."""
+def _gathered(framework: str, outs: Sequence[np.ndarray], device: str) -> Any:
+    """The outputs of every device, concatenated on the output device: (batch, d_out)."""
     from .backends import get_backend
 
-    out = get_backend(framework).from_numpy(np.concatenate(outs), device)  # (batch, d_out)
+    return get_backend(framework).from_numpy(np.concatenate(outs), device)
+
+
+def _loss(framework: str, out: Any, y: Any) -> dict:
+    """On the output device: the loss over the whole batch, and its gradient with respect to
+    the gathered outputs."""
     if framework == "torch":
         out.requires_grad_(True)
     else:
@@ -378,8 +382,9 @@ class DataParallelTrainer:
         outs = [d.submit(_output, fw, s, keep=False, label="gather", kind="copy")
                 for d, s in zip(active, states)]
         outs = [f.result() for f in outs]
+        gathered = d0.submit(_gathered, fw, outs, _where(d0), label="gather", kind="copy").result()
         # 5. ... where the loss over the whole batch and its gradient are computed
-        loss_state = d0.submit(_loss, fw, outs, y0, _where(d0), label="loss").result()
+        loss_state = d0.submit(_loss, fw, gathered, y0, label="loss").result()
 
         # 6. backward: the output gradient scattered back, every replica back-propagates
         grads = [d0.submit(_grad_rows, fw, loss_state, a, b, keep=False, label="backward",
@@ -399,7 +404,7 @@ class DataParallelTrainer:
 
         loss = d0.submit(_loss_value, fw, loss_state, keep=False, label="loss").result()
         self._last = {"active": active, "xs": xs, "y": y0, "replicas": replicas,
-                      "states": states, "loss_state": loss_state}
+                      "states": states, "gathered": gathered, "loss_state": loss_state}
         if self.track_memory:
             self._memory = self._count_memory()
 
@@ -443,7 +448,7 @@ class DataParallelTrainer:
         for i, d in enumerate(last["active"]):
             handles = [last["xs"][i], last["states"][i]] + ([last["replicas"][i]] if i else [])
             if i == 0:
-                handles += [last["y"], last["loss_state"]]
+                handles += [last["y"], last["gathered"], last["loss_state"]]
             _free(d, *handles)
         self._last = {}
 
