@@ -32,6 +32,8 @@ def call(fn: Callable, *args: Any, **kwargs: Any) -> Any:
             return fn(*args, **kwargs)
     except NotImplementedError:
         raise StudentError(f"{getattr(fn, '__name__', 'your function')} is not implemented yet") from None
+    except MemoryError:
+        raise  # not a wrong answer: the grading pipeline reports the memory limit
     except Exception as e:  # noqa: BLE001 - any failure of student code is reported, not raised
         where = ""
         frames = traceback.extract_tb(e.__traceback__)
