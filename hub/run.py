@@ -211,7 +211,7 @@ Course hub running: {hub.url}/hub/login   (Ctrl-C stops it and every user's serv
   instructors: {', '.join(hub.instructors)}   students: {', '.join(hub.students)}
   password (every demo account): {hub.password}
   course '{hub.course_id}', ready to generate and release: {', '.join(assignments)}
-    (instructor: Nbgrader menu > Formgrader; students: Nbgrader menu > Assignments)
+    (instructor: Nbgrader menu > Formgrader; students: Nbgrader menu > Assignment List)
   state: {hub.root}   log: {hub.log}
 """, flush=True)
     stop = []

@@ -15,7 +15,9 @@ How each step is driven:
   runs inside the student's JupyterLab page with the session's XSRF token (typing
   multi-line code through JupyterLab's CodeMirror with Selenium fights auto-indent and
   bracket closing); the notebook is then opened in JupyterLab and the answer checked on
-  screen. The gradebook's scores are also read through the formgrader's API to check the
+  screen. student1 then runs every cell (Run > Run All Cells: the public checks and, in
+  the course's assignments, an experiment on a real device) in their kernel, which must
+  give no error, and saves. The gradebook's scores are also read through the formgrader's API to check the
   page agrees with it.
 
 The assignment is the course's first one (``exercises/source/a1_*``), copied into the
@@ -33,6 +35,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from selenium.webdriver.common.keys import Keys
 
 from tests.hub.browser import CHROME_FLAGS, HubBrowser, retry
 
@@ -152,6 +155,29 @@ def _write_answers(b: HubBrowser, assignment: str, answers: dict[str, dict[str, 
     b.wait(lambda d: first_line.strip() in b.text(), 120, "the answer shown in the notebook")
 
 
+def _run_all_and_save(b: HubBrowser) -> str:
+    """Run every cell of the open notebook in its kernel, as a student checks their work,
+    save it, and return the kernel's name. Fails on any error output."""
+    b.wait(lambda d: "Idle" in b.text() or b.xpath("//*[contains(@class,'jp-KernelName')]"),
+           120, "the notebook's kernel")
+    b.menu("Run", "Run All Cells")
+    prompts = "//div[contains(@class,'jp-CodeCell')]//div[contains(@class,'jp-InputPrompt')]"
+
+    def finished(d):
+        seen = [e.get_attribute("textContent").strip() for e in d.find_elements("xpath", prompts)]
+        return seen and all(re.fullmatch(r"\[\d+\]:", t) for t in seen)
+
+    b.wait(finished, 300, "every cell to run")
+    errors = [e.get_attribute("textContent") for e in b.d.find_elements(
+        "css selector", ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")]
+    assert not errors, f"the notebook failed in the student's kernel: {errors}"
+    b.d.find_element("css selector", "body").send_keys(Keys.CONTROL, "s")
+    b.wait(lambda d: not d.find_elements("css selector", ".lm-TabBar-tab.jp-mod-dirty"), 60,
+           "the notebook saved")
+    return b.d.find_element("css selector", ".jp-Toolbar-kernelName, .jp-KernelName") \
+        .get_attribute("textContent").strip()
+
+
 def _student_submits(b: HubBrowser, hub, user: str, answers, broken: bool) -> None:
     a = hub.assignment
     b.login(user)
@@ -160,6 +186,11 @@ def _student_submits(b: HubBrowser, hub, user: str, answers, broken: bool) -> No
     b.wait(lambda d: b.xpath(_assignment_row(b, a, "Submit")), 120, "the fetched assignment")
     assert (hub.home(user) / a).is_dir()
     _write_answers(b, a, answers, broken)
+    if not broken:
+        # The whole notebook runs in the student's kernel without an error: the public
+        # checks (grader) and, for the course's assignments, its last cell on a real
+        # device (torch on a CPU worker here).
+        print(f"\n{user}'s notebook ran in the kernel {_run_all_and_save(b)!r}")
     b.d.get(f"{hub.url}/user/{user}/lab")
     _open_assignments(b)
     b.click(_assignment_row(b, a, "Submit"), "the Submit button", 120)
@@ -190,8 +221,18 @@ def _formgrader_click(b: HubBrowser, row: str, column: str, timeout: float = 300
     title = dialog.find_element("css selector", ".modal-title").get_attribute("textContent")
     text = dialog.get_attribute("textContent")
     assert title.strip() == "Success", f"formgrader {column} for {row}: {title}: {text[:3000]}"
-    b.click(f"{modal}//div[{_has_class('modal-footer')}]//button", "the dialog's OK button")
-    b.wait(lambda d: not d.find_elements("xpath", modal), 30, f"the {column} dialog to close")
+    ok = f"{modal}//div[{_has_class('modal-footer')}]//button"
+
+    def closed(d):
+        # a click during Bootstrap's fade-in can be lost: click OK until the dialog is gone
+        for button in b.xpath(ok):
+            try:
+                button.click()
+            except Exception:
+                pass
+        return not d.find_elements("xpath", f"//div[{_has_class('modal')}]")
+
+    b.wait(closed, 60, f"the {column} dialog to close")
     return text
 
 
