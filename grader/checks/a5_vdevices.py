@@ -18,6 +18,11 @@ The model, in virtual milliseconds:
 - a matrix product ``m x k @ k x n`` takes ``2 m k n / FLOPS_PER_MS``; an element-wise
   task takes ``elements / ELEMS_PER_MS``.
 
+Why not :mod:`grader.lab.sim`: it raises on a value used on the wrong device, which would end
+the run and with it every other point; here the violation is recorded and grading goes on.
+Copies between devices go through the host (``dst.put(src.get(ref))``), as they must with
+the course's real devices, so a schedule written here runs unchanged on ``get_devices(2)``.
+
 A value lives on the device that produced it. Handing a device a value that lives on
 another one is recorded as a *violation* (a real GPU would fault or read garbage; a CPU
 worker has no such key) and the value is used anyway, so that the rest can still be graded.
@@ -115,7 +120,8 @@ class VirtualDevice:
     def __repr__(self) -> str:
         return f"VirtualDevice({self.index})"
 
-    __str__ = lambda self: self.spec  # noqa: E731
+    def __str__(self) -> str:
+        return self.spec
 
     def label(self) -> str:
         return f"{self.spec} (virtual device, deterministic clock)"

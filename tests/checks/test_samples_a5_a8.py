@@ -1,7 +1,6 @@
 """The sample submissions shipped for assignments 5-8 score what the README says, graded
 here without nbgrader (fast); tests/grading/test_pipeline.py runs the nbgrader pipeline."""
 import linecache
-from pathlib import Path
 
 import nbformat
 import pytest
