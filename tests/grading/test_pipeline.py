@@ -83,7 +83,8 @@ def _populate(course: Path):
 @pytest.fixture(scope="module")
 def graded(course):
     before = _digest(course / "submitted")
-    run = grade_course(course, cell_timeout=5, notebook_timeout=240, memory_gb=2.5, verbose=False)
+    # The per-cell limit leaves room for a slow import on a loaded machine.
+    run = grade_course(course, cell_timeout=15, notebook_timeout=300, memory_gb=2.5, verbose=False)
     return run, before
 
 
@@ -121,9 +122,9 @@ def test_feedback_shows_hidden_test_messages_but_not_their_code(graded, course):
 def test_unbounded_allocation_and_an_endless_loop_fail_their_cells_not_the_run(graded):
     dave = graded[0].find("dave", A1)
     assert dave.status == "graded" and dave.score == 0 and dave.max_score == 8
-    assert "test_time_work ran out of memory" in dave.reason      # MemoryError under the limit
-    assert "test_experiment ran longer than the 5 s per-cell limit" in dave.reason
-    assert dave.cells == {"test_time_work": (0.0, 4.0), "test_experiment": (0.0, 4.0)}
+    assert "test_time_work ran out of memory" in dave.reason, dave  # MemoryError under the limit
+    assert "test_experiment ran longer than the 15 s per-cell limit" in dave.reason, dave
+    assert dave.cells == {"test_time_work": (0.0, 4.0), "test_experiment": (0.0, 4.0)}, dave
 
 
 def test_a_kernel_that_dies_gets_a_recorded_zero_with_the_reason(graded, course):
