@@ -49,12 +49,29 @@ def course_id_of(course: Path, default: str = "pdl") -> str:
     return default
 
 
-def prepare(root: Path, course: Path, instructors: list[str]) -> list[Path]:
+def enrol(course: Path, students: list[str]) -> None:
+    """Put the demo students into the course's gradebook, so the formgrader lists them
+    (by account name) before anyone submits. nbgrader runs from the course directory and
+    reads its ``nbgrader_config.py`` (root, gradebook); it calls ``alembic`` by name."""
+    roster = course / ".demo_students.csv"
+    roster.write_text("id,first_name,last_name\n"
+                      + "".join(f"{s},{s},(demo)\n" for s in students))
+    env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.prefix) / "bin"),
+                                                 os.environ.get("PATH", "")]))
+    subprocess.run([sys.executable, "-m", "nbgrader", "db", "student", "import", roster.name],
+                   cwd=course, env=env, check=True, stdin=subprocess.DEVNULL,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    roster.unlink()
+
+
+def prepare(root: Path, course: Path, instructors: list[str],
+            students: list[str] = ()) -> list[Path]:
     """Create the state directory and give each instructor a copy of the course.
 
     The copy is made once: an instructor's course directory (gradebook, releases, edits)
     survives restarts. Without assignments in ``course/source``, the demo assignment of
-    :mod:`hub.demo_course` is offered instead. Returns the instructors' course directories.
+    :mod:`hub.demo_course` is offered instead. ``students`` are enrolled in each new copy's
+    gradebook. Returns the instructors' course directories.
     """
     root.mkdir(parents=True, exist_ok=True)
     exchange = root / "exchange"
@@ -70,6 +87,8 @@ def prepare(root: Path, course: Path, instructors: list[str]) -> list[Path]:
                 from hub.demo_course import write_course
 
                 write_course(dest)
+            if students:
+                enrol(dest, list(students))
         made.append(dest)
     return made
 
@@ -144,7 +163,7 @@ def start(root: Path, *, port: int | None = None, ip: str = "127.0.0.1",
     if not PROXY.exists() and not shutil.which("configurable-http-proxy"):
         raise RuntimeError(f"configurable-http-proxy not found at {PROXY}: run `npm ci` "
                            "in the repository (make hub does)")
-    courses = prepare(root, Path(course), instructors)
+    courses = prepare(root, Path(course), instructors, students)
     port = port or free_port()
     env = dict(os.environ,
                COURSE_HUB_ROOT=str(root), COURSE_HUB_IP=ip, COURSE_HUB_PORT=str(port),

@@ -4,6 +4,7 @@ from __future__ import annotations
 import stat
 
 import nbformat
+import pytest
 
 from hub.demo_course import ASSIGNMENT, NOTEBOOK, write_course
 from hub.run import course_id_of, prepare
@@ -73,3 +74,13 @@ def test_the_demo_assignments_answer_passes_its_own_check(tmp_path):
         if cell.cell_type == "code":
             exec(cell.source, scope)  # raises if the check fails
     assert scope["squares"](3) == [0, 1, 4]
+
+
+@pytest.mark.slow
+def test_demo_students_are_in_the_gradebook_before_anyone_submits(tmp_path):
+    from nbgrader.api import Gradebook
+
+    (dest,) = prepare(tmp_path / "state", _course(tmp_path), ["teacher"], ["ann", "bob"])
+    with Gradebook(f"sqlite:///{dest / 'gradebook.db'}") as gb:
+        assert sorted(s.id for s in gb.students) == ["ann", "bob"]
+    assert not (dest / ".demo_students.csv").exists()
