@@ -42,6 +42,7 @@ def test_a_sequential_parallel_apply_keeps_the_order_points_but_not_the_concurre
     assert (r.points, r.max_points) == (2, 3) and "at most 1 at once" in r.seen
 
 
+@pytest.mark.slow
 def test_a_parallel_apply_that_pairs_replicas_with_the_wrong_inputs_gets_nothing():
     r = a6.check_parallel_apply(lambda fn, reps, ins: [fn(reps[0], *a) for a in ins])
     assert r.points == 0 and "wrong inputs" in r.message
