@@ -258,6 +258,7 @@ def _student_reads_feedback(b: HubBrowser, hub, user: str) -> list[str]:
         rel = page.relative_to(hub.home(user)).as_posix()
         b.d.get(f"{hub.url}/user/{user}/files/{rel}")
         b.wait(lambda d: "Score:" in b.text(), 60, f"the feedback page {rel}")
+        b.screenshot(f"feedback-{page.stem}")
         texts.append(b.text())
     return texts
 
