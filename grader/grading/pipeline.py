@@ -111,6 +111,26 @@ def _nbgrader(course: Path, args: list[str], env: dict[str, str], timeout: float
         return None, out
 
 
+def _api(course: Path):
+    """nbgrader's Python API on this course, configured from its ``nbgrader_config.py``
+    only (never ``~/.jupyter``). Used for the steps that run no student code."""
+    from nbgrader.apps.api import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config.loader import PyFileConfigLoader
+
+    cfg = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+    cfg.CourseDirectory.root = str(course)
+    return NbGraderAPI(coursedir=CourseDirectory(config=cfg), config=cfg)
+
+
+def _export(course: Path, to: Path) -> None:
+    from nbgrader.api import Gradebook
+    from nbgrader.plugins import CsvExportPlugin
+
+    with Gradebook(_db_url(course), "parallel-dl") as gb:
+        CsvExportPlugin(to=str(to)).export(gb)
+
+
 def _precheck(course: Path, student: str, assignment: str) -> tuple[str, str] | None:
     """``(status, reason)`` when the submission cannot be autograded at all."""
     folder = course / "submitted" / student / assignment
@@ -257,10 +277,12 @@ def grade_course(course: str | Path = "exercises", *, only_students: list[str] |
     logs = reports / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     names = [a for a in assignments(course) if not only_assignments or a in only_assignments]
+    os.environ["PATH"] = env["PATH"]  # nbgrader runs `alembic` by name, in this process too
+    api = _api(course)
     for a in names:  # step 1, before any autograde
-        code, log = _nbgrader(course, ["generate_assignment", a, "--force"], env, 300)
-        if code != 0:
-            raise RuntimeError(f"generate_assignment {a} failed:\n{log[-3000:]}")
+        res = api.generate_assignment(a, force=True)
+        if not res["success"]:
+            raise RuntimeError(f"generate_assignment {a} failed:\n{res.get('error', '')[-3000:]}")
     outcomes = []
     for s in [s for s in students(course) if not only_students or s in only_students]:
         for a in names:
@@ -270,15 +292,15 @@ def grade_course(course: str | Path = "exercises", *, only_students: list[str] |
             if verbose:
                 print(f"{s:<10} {a:<22} {o.score:>5g} / {o.max_score:<3g} {o.status:<8} "
                       f"{o.seconds:5.1f} s  {o.reason}", flush=True)
-    # Step 4: feedback for everything that autograded, in one nbgrader run (a kernel is not
-    # involved, so one process is safe); failures already have their page.
+    # Step 4: feedback for everything that autograded, one nbgrader call per assignment in
+    # this process (no kernel is involved); failures already have their page.
     for a in names:
         if not any(o.status == "graded" and o.assignment == a for o in outcomes):
             continue
-        code, log = _nbgrader(course, ["generate_feedback", a, "--force"], env, 600)
-        if code == 0:
+        res = api.generate_feedback(a, force=True)
+        if res["success"]:
             continue
-        (logs / f"feedback-{a}.log").write_text(log)
+        (logs / f"feedback-{a}.log").write_text(res.get("log", "") + res.get("error", ""))
         for o in (o for o in outcomes if o.assignment == a):
             if o.status == "graded" and not list((course / "feedback" / o.student / o.assignment).glob("*.html")):
                 o.reason = "; ".join(filter(None, [o.reason, "feedback could not be generated "
@@ -290,7 +312,5 @@ def grade_course(course: str | Path = "exercises", *, only_students: list[str] |
         for o in outcomes:
             w.writerow([o.student, o.assignment, f"{o.score:g}", f"{o.max_score:g}", o.status, o.reason])
     (reports / "grades.json").write_text(json.dumps([asdict(o) for o in outcomes], indent=1))
-    code, log = _nbgrader(course, ["export", f"--to={reports / 'nbgrader_grades.csv'}"], env, 300)
-    if code != 0:
-        (logs / "export.log").write_text(log)
+    _export(course, reports / "nbgrader_grades.csv")
     return run
