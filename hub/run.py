@@ -58,10 +58,14 @@ def enrol(course: Path, students: list[str]) -> None:
                       + "".join(f"{s},{s},(demo)\n" for s in students))
     env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.prefix) / "bin"),
                                                  os.environ.get("PATH", "")]))
-    subprocess.run([sys.executable, "-m", "nbgrader", "db", "student", "import", roster.name],
-                   cwd=course, env=env, check=True, stdin=subprocess.DEVNULL,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    done = subprocess.run(
+        [sys.executable, "-m", "nbgrader", "db", "student", "import", roster.name],
+        cwd=course, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True)
     roster.unlink()
+    if done.returncode:
+        raise RuntimeError(f"enrolling the demo students in {course} failed:\n"
+                           + done.stderr[-3000:])
 
 
 def prepare(root: Path, course: Path, instructors: list[str],
