@@ -4,7 +4,8 @@ For every assignment in ``source/`` and every student folder in ``submitted/``, 
 order (the order matters where it says so):
 
 1. ``generate_assignment`` (all assignments, before any autograde: autograde needs the
-   gradebook entries and the release checksums it writes);
+   gradebook entries and the release checksums it writes); steps 1, 4 and 5 use nbgrader's
+   Python API in this process, since they run no student code;
 2. pre-checks, without running anything: a missing assignment folder or notebook, or a
    notebook that is not valid JSON / nbformat, is recorded as zero with the reason and not
    passed to nbgrader (which would stop on it);
