@@ -209,6 +209,10 @@ def _notes(course: Path, student: str, assignment: str, log: str, cell_timeout: 
                 elif out.get("ename") == "MemoryError":
                     notes.append(f"cell {gid} ran out of memory (limit {memory_gb:g} GB) and was "
                                  "stopped")
+                elif cell.metadata.get("nbgrader", {}).get("grade"):
+                    msg = str(out.get("evalue", "")).strip().splitlines()
+                    notes.append(f"test cell {gid} failed with {out.get('ename')}"
+                                 + (f": {msg[0][:160]}" if msg else ""))
     return list(dict.fromkeys(notes))
 
 
