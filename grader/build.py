@@ -61,7 +61,8 @@ def build(root: Path = ROOT, builddir: Path | None = None, strict: bool = True,
     env = dict(os.environ)
     env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")  # a debugger warning, not ours
     env.setdefault("GLOG_minloglevel", "2")
-    refresh_cache(root, (builddir or root / "_build"))
+    # jupyter-book writes into <path-output>/_build (the book root's _build by default)
+    refresh_cache(root, (builddir or root) / "_build")
     t0 = time.perf_counter()
     out = subprocess.run(build_command(root, builddir, strict), env=env, cwd=root,
                          stdout=subprocess.PIPE if quiet else None,
@@ -85,7 +86,7 @@ def main() -> int:
         print("book build failed: see the messages above (a warning counts as an error)",
               file=sys.stderr)
         return 1
-    out = (args.builddir or ROOT / "_build") / "html" / "index.html"
+    out = (args.builddir or ROOT) / "_build" / "html" / "index.html"
     print(f"book built in {seconds:.1f} s: open {out}")
     return 0
 
