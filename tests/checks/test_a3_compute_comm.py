@@ -1,51 +1,8 @@
-"""Checks of assignment compute_comm: correct answers score full marks, each typical mistake
-loses the points it should with the message it should, grading is repeatable."""
-import pytest
-
+"""Checks of assignment a3_compute_comm: correct answers score full marks, each typical mistake loses
+the points it should with the message it should, grading is repeatable."""
 from grader.checks import a3_compute_comm as checks
 
 from . import a3_solutions as solutions
-from .notebooks import reference, run_checks
+from .assignment_suite import assignment_tests
 
-A = "a3_compute_comm"
-CHECKS = [("check_sequential", "sequential"),("check_overlapped", "overlapped")]
-
-
-def test_the_reference_solution_scores_full_marks():
-    results = run_checks(checks, A, CHECKS, {})
-    assert all(r.passed for r in results), "\n".join(r.text() for r in results)
-
-
-@pytest.mark.parametrize("name", sorted(solutions.CORRECT))
-def test_other_correct_solutions_score_full_marks(name):
-    assert set(solutions.CORRECT[name]) == set(reference(A)), "answers every solution cell"
-    results = run_checks(checks, A, CHECKS, solutions.CORRECT[name])
-    assert all(r.passed for r in results), "\n".join(r.text() for r in results)
-
-
-@pytest.mark.parametrize("name", sorted(solutions.WRONG))
-def test_a_typical_mistake_loses_the_points_it_should_with_its_message(name):
-    answers, *points, words = solutions.WRONG[name]
-    results = run_checks(checks, A, CHECKS, answers)
-    text = "\n".join(r.text() for r in results)
-    for want, r in zip(points, results):
-        if want is not None:
-            assert r.points == want, f"{r.name}: {r.points} points, expected {want}\n{text}"
-    assert not all(r.passed for r in results)
-    if words:
-        assert words in text, f"message lacks {words!r}:\n{text}"
-
-
-def test_the_same_submission_graded_ten_times_scores_the_same():
-    for answers in [{}] + [a for a, *_ in solutions.WRONG.values()]:
-        seen = {tuple((r.points, r.message) for r in run_checks(checks, A, CHECKS, answers))
-                for _ in range(10)}
-        assert len(seen) == 1, seen
-
-
-def test_an_unimplemented_answer_scores_zero_and_says_so():
-    stub = {gid: src.split("### BEGIN SOLUTION")[0].rstrip(" ") + "    raise NotImplementedError()\n"
-            for gid, src in reference(A).items()}
-    results = run_checks(checks, A, CHECKS, stub)
-    assert all(r.points == 0 for r in results)
-    assert all("not implemented" in r.text() for r in results), [r.text() for r in results]
+globals().update(assignment_tests(checks, solutions, "a3_compute_comm", [("check_sequential", "sequential"),("check_overlapped", "overlapped")]))
