@@ -27,9 +27,12 @@ c.OverwriteCells.add_missing_cells = True
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 
 # Feedback shows what hidden tests printed (the check messages), never their code:
-# ClearHiddenTests must come after GetGrades (which reads the cells' grade ids).
+# ClearHiddenTests must come after GetGrades (which reads the cells' grade ids), and
+# StripTestTracebacks removes the code a traceback quotes from a test cell that raised.
 from nbgrader.preprocessors import ClearHiddenTests, GetGrades  # noqa: E402
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
+from grader.grading.feedback import StripTestTracebacks  # noqa: E402
 
-c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, StripTestTracebacks,
+                                    CSSHTMLHeaderPreprocessor]
 c.ClearHiddenTests.enforce_metadata = False
