@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any, Callable
 
 
 def parse_spec(spec: str) -> tuple[str, int]:
@@ -48,3 +49,32 @@ class HostEvent:
         if self.t_ns is None or end.t_ns is None:
             raise RuntimeError("both events must be recorded before elapsed_ms")
         return (end.t_ns - self.t_ns) / 1e6
+
+
+class Event:
+    """Marks a point in a device's queue; ``elapsed_ms`` between two recorded events.
+
+    Written once for both adapters: each subclass says how to make its framework's GPU
+    event (``_gpu_event``); on the CPU a :class:`HostEvent` stands in.
+    """
+
+    _gpu_event: Callable[[], Any]
+
+    def __init__(self, device: str = "cpu") -> None:
+        kind, _ = parse_spec(device)
+        self._ev = type(self)._gpu_event() if kind == "gpu" else HostEvent()
+
+    def record(self, stream: Any = None) -> "Event":
+        if isinstance(self._ev, HostEvent):
+            self._ev.record()
+        else:
+            self._ev.record(stream) if stream is not None else self._ev.record()
+        return self
+
+    def synchronize(self) -> None:
+        self._ev.synchronize()
+
+    def elapsed_ms(self, end: "Event") -> float:
+        if isinstance(self._ev, HostEvent):
+            return self._ev.elapsed_ms(end._ev)
+        return float(self._ev.elapsed_time(end._ev))

@@ -7,6 +7,7 @@ from typing import Any, ContextManager, Sequence
 import numpy as np
 import torch
 
+from . import _common
 from ._common import HostEvent, parse_spec, process_rss_bytes
 
 NAME = "torch"
@@ -111,27 +112,12 @@ def pin_memory(tensor: Any) -> Any:
     return tensor.pin_memory() if gpu_count() else tensor
 
 
-class Event:
+class Event(_common.Event):
     """Marks a point in a device's queue; ``elapsed_ms`` between two recorded events."""
 
-    def __init__(self, device: str = "cpu") -> None:
-        kind, _ = parse_spec(device)
-        self._ev = torch.cuda.Event(enable_timing=True) if kind == "gpu" else HostEvent()
-
-    def record(self, stream: Any = None) -> "Event":
-        if isinstance(self._ev, HostEvent):
-            self._ev.record()
-        else:
-            self._ev.record(stream) if stream is not None else self._ev.record()
-        return self
-
-    def synchronize(self) -> None:
-        self._ev.synchronize()
-
-    def elapsed_ms(self, end: "Event") -> float:
-        if isinstance(self._ev, HostEvent):
-            return self._ev.elapsed_ms(end._ev)
-        return float(self._ev.elapsed_time(end._ev))
+    @staticmethod
+    def _gpu_event() -> Any:
+        return torch.cuda.Event(enable_timing=True)
 
 
 def current_stream(device: str) -> Any:
