@@ -128,9 +128,9 @@ class Timeline:
         ax.invert_yaxis()
         ax.set_xlabel(f"time ({unit})")
         kinds = sorted({i.kind for i in self.intervals})
+        # Outside the axes, right of the rows: never on top of the title or the bars.
         ax.legend(handles=[Patch(color=COLORS.get(k, COLORS["other"]), label=k) for k in kinds],
-                  loc="upper right", fontsize="small", frameon=False,
-                  bbox_to_anchor=(1.0, 1.0 + 0.5 / max(1, len(rows))), ncol=len(kinds))
+                  loc="upper left", fontsize="small", frameon=False, bbox_to_anchor=(1.01, 1.0))
         title = self.title + (f"\n{annotate}" if annotate else "")
         if title:
             ax.set_title(title, fontsize="medium", loc="left")
