@@ -5,6 +5,7 @@ instructor version); instructors release through nbgrader itself."""
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 
 import nbformat
@@ -38,8 +39,10 @@ def assignment_info(path: Path) -> dict:
         for line in c.source.splitlines():
             if line.startswith("# ") and title == path.stem:
                 title = line[2:].strip()
-            elif line.startswith("*Goes with") and not goes_with:
-                goes_with = line.strip("*").strip()
+        # The italic "Goes with ..." span may run over several lines and end mid-line.
+        found = re.search(r"(?<!\*)\*(Goes with.*?)\*(?!\*)", c.source, re.DOTALL)
+        if found and not goes_with:
+            goes_with = " ".join(found.group(1).split())
         if title != path.stem:
             break
     points = sum(float(c.metadata.get("nbgrader", {}).get("points", 0)) for c in nb.cells

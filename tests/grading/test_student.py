@@ -24,3 +24,19 @@ def test_assignment_info_reads_title_chapter_and_points():
     info = assignment_info(SOURCE / "a1_independent_ops" / "a1_independent_ops.ipynb")
     assert info["title"].startswith("Assignment 1") and "Asynchronous" in info["goes_with"]
     assert info["points"] == 8
+
+
+def test_the_goes_with_line_may_span_lines_and_end_mid_line(tmp_path):
+    import nbformat
+    from nbformat.v4 import new_markdown_cell, new_notebook
+
+    from grader.grading.student import assignment_info
+
+    nb = new_notebook(cells=[new_markdown_cell(
+        "# Assignment 9: title\n\n*Goes with the chapter on X (the seed's exercise 9:\n"
+        "\"do a thing\").* Then the task text, with *emphasis* in it.\n")])
+    path = tmp_path / "a9_x.ipynb"
+    nbformat.write(nb, path)
+    info = assignment_info(path)
+    assert info["title"] == "Assignment 9: title"
+    assert info["goes_with"] == "Goes with the chapter on X (the seed's exercise 9: \"do a thing\")."
