@@ -12,8 +12,13 @@ order (the order matters where it says so):
 3. ``autograde`` of that one student and assignment, in its own process group with a
    wall-clock limit, a memory limit (``RLIMIT_AS``, inherited by the kernel: an unbounded
    allocation ends in ``MemoryError`` in its cell, the other cells still run) and
-   nbgrader's per-cell timeout (``Execute.timeout``); a kernel that dies (``os._exit``, a
-   segfault) makes nbgrader drop the notebook: recorded as zero with the reason;
+   nbgrader's per-cell timeout (``Execute.timeout``). A kernel that dies (``os._exit``, a
+   segfault) makes nbgrader drop the notebook, so autograde runs with
+   :class:`~grader.grading.crashes.GuardedExecute`, which records (in nbgrader's process,
+   not from anything the student's code prints) the cell being run; that cell is replaced
+   by a ``raise RuntimeError`` in the copy nbgrader executes and the student is graded
+   again (same limits, same gradebook row), so it scores 0 and the rest is graded. After
+   ``crashes.MAX_ROUNDS`` attempts the whole notebook is recorded as zero with the reason;
 4. ``generate_feedback`` for what autograded; hidden tests' code is stripped
    (``nbgrader_config.py``), their printed messages stay. For what did not, a feedback
    page saying what happened is written in the same place;
@@ -30,14 +35,18 @@ import json
 import os
 import re
 import resource
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import nbformat
+
+from . import crashes
 
 __all__ = ["Outcome", "GradingRun", "grade_course", "assignments", "students"]
 
@@ -52,6 +61,7 @@ class Outcome:
     reason: str = ""
     seconds: float = 0.0
     cells: dict[str, tuple[float, float]] = field(default_factory=dict)
+    killed: list[str] = field(default_factory=list)  # cells that ended the kernel, not run
 
 
 @dataclass
@@ -209,6 +219,8 @@ def _notes(course: Path, student: str, assignment: str, log: str, cell_timeout: 
                 elif out.get("ename") == "MemoryError":
                     notes.append(f"cell {gid} ran out of memory (limit {memory_gb:g} GB) and was "
                                  "stopped")
+                elif crashes.KILLED in str(out.get("evalue", "")):
+                    pass  # a cell replaced after it ended the kernel: noted by grade_one
                 elif cell.metadata.get("nbgrader", {}).get("grade"):
                     msg = str(out.get("evalue", "")).strip().splitlines()
                     notes.append(f"test cell {gid} failed with {out.get('ename')}"
@@ -241,6 +253,21 @@ def _failure_page(course: Path, o: Outcome) -> None:
     (folder / f"{o.assignment}.html").write_text(page)
 
 
+def _crash_note(course: Path, o: Outcome) -> None:
+    """Say at the top of nbgrader's feedback page which cells ended the kernel."""
+    note = ("<div style='border:2px solid #c00;padding:0.5em;margin:1em'><b>Grading note:</b> "
+            + html.escape(f"{', '.join(o.killed)} ended the Python kernel (os._exit, a crash "
+                          "or a kill) while grading. "
+                          + ("That cell was" if len(o.killed) == 1 else "Those cells were")
+                          + " not run (scored 0, shown below as a RuntimeError); the other "
+                          "cells were graded.")
+            + "</div>")
+    for page in (course / "feedback" / o.student / o.assignment).glob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        text, n = re.subn(r"(<body[^>]*>)", lambda m: m.group(1) + note, text, count=1)
+        page.write_text(text if n else note + text, encoding="utf-8")
+
+
 def grade_one(course: Path, student: str, assignment: str, *, env: dict[str, str],
               cell_timeout: int, notebook_timeout: float, memory_gb: float,
               logs: Path) -> Outcome:
@@ -252,10 +279,29 @@ def grade_one(course: Path, student: str, assignment: str, *, env: dict[str, str
         _failure_page(course, o)
         o.seconds = time.perf_counter() - t0
         return o
-    code, log = _nbgrader(course, ["autograde", assignment, "--student", student, "--force"],
-                          env, notebook_timeout, int(memory_gb * 2**30))
-    (logs / f"{student}-{assignment}.log").write_text(log)
-    autograded = list((course / "autograded" / student / assignment).glob("*.ipynb"))
+    skip: list[tuple[int, str]] = []  # (index, label) of cells that ended the kernel
+    # Where nbgrader's process notes the running cell: a private folder the student's code
+    # is not told about (the kernel runs in the autograded folder).
+    trace_dir = Path(tempfile.mkdtemp(prefix="grading-trace-"))
+    trace = trace_dir / "cell"
+    for attempt in range(crashes.MAX_ROUNDS):
+        trace.unlink(missing_ok=True)
+        code, log = _nbgrader(course, ["autograde", assignment, "--student", student, "--force",
+                                       *crashes.autograde_args(trace, skip)],
+                              env, max(1.0, notebook_timeout - (time.perf_counter() - t0)),
+                              int(memory_gb * 2**30))
+        with open(logs / f"{student}-{assignment}.log", "w" if attempt == 0 else "a") as f:
+            f.write(f"=== attempt {attempt + 1}, not running: "
+                    f"{', '.join(label for _, label in skip) or 'none'}\n{log}\n")
+        autograded = list((course / "autograded" / student / assignment).glob("*.ipynb"))
+        if code is None or (code == 0 and autograded):
+            break
+        why = _why_failed(log)
+        dead = crashes.dead_cell(trace)
+        if why[0] != "crashed" or dead is None or dead in skip:
+            break
+        skip.append(dead)          # and grade again without it
+    shutil.rmtree(trace_dir, ignore_errors=True)
     if code is None:
         o = Outcome(student, assignment, 0.0, max_score, "timeout",
                     f"grading took longer than the {notebook_timeout:g} s limit for a notebook "
@@ -264,9 +310,15 @@ def grade_one(course: Path, student: str, assignment: str, *, env: dict[str, str
         o = Outcome(student, assignment, 0.0, max_score, *_why_failed(log))
     else:
         score, max_score, cells = _scores(course, student, assignment)
-        notes = _notes(course, student, assignment, log, cell_timeout, memory_gb)
-        o = Outcome(student, assignment, score, max_score, "graded", "; ".join(notes), cells=cells)
+        notes = [f"{label} ended the Python kernel (os._exit, a crash or a kill): not run, "
+                 "scored 0" for _, label in skip]
+        notes += _notes(course, student, assignment, log, cell_timeout, memory_gb)
+        o = Outcome(student, assignment, score, max_score, "graded", "; ".join(notes), cells=cells,
+                    killed=[label for _, label in skip])
     if o.status != "graded":
+        if skip:
+            o.reason += (" (graded without " + ", ".join(label for _, label in skip)
+                         + ", which ended the kernel first)")
         _failure_page(course, o)
     o.seconds = time.perf_counter() - t0
     return o
@@ -304,6 +356,9 @@ def grade_course(course: str | Path = "exercises", *, only_students: list[str] |
             continue
         res = api.generate_feedback(a, force=True)
         if res["success"]:
+            for o in outcomes:
+                if o.assignment == a and o.killed:
+                    _crash_note(course, o)
             continue
         (logs / f"feedback-{a}.log").write_text(res.get("log", "") + res.get("error", ""))
         for o in (o for o in outcomes if o.assignment == a):
