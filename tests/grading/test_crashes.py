@@ -17,6 +17,7 @@ EXERCISES = ROOT / "exercises"
 A1 = "a1_independent_ops"
 EXIT = "import os\nos._exit(1)"
 SEGV = "import ctypes\nctypes.string_at(0)"
+KILL = "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)"
 
 
 def test_the_replacement_cell_raises_and_names_the_cell():
@@ -54,7 +55,7 @@ def graded():
     # The experiment cell ends the kernel; time_work (task 1) does not depend on it.
     _with_answer(course, "frank", {"experiment": EXIT})
     _with_answer(course, "gina", {"experiment": SEGV})
-    _with_answer(course, "hank", {"time_work": EXIT, "experiment": SEGV})  # every solution cell
+    _with_answer(course, "hank", {"time_work": KILL, "experiment": SEGV})  # every solution cell
     before = {p: p.read_bytes() for p in (course / "submitted").rglob("*.ipynb")}
     run = grade_course(course, cell_timeout=15, notebook_timeout=300, memory_gb=2.5, verbose=False)
     yield course, run, before
