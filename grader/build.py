@@ -61,6 +61,7 @@ def build(root: Path = ROOT, builddir: Path | None = None, strict: bool = True,
     env = dict(os.environ)
     env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")  # a debugger warning, not ours
     env.setdefault("GLOG_minloglevel", "2")
+    env["COURSE_BOOK_BUILD"] = "1"  # chapters render static views of live widgets
     # jupyter-book writes into <path-output>/_build (the book root's _build by default)
     refresh_cache(root, (builddir or root) / "_build")
     t0 = time.perf_counter()

@@ -17,3 +17,16 @@ def test_calculator_prints_the_default_table_before_the_widget(capsys):
     calculator(c, width=512, layers=2, batch=64)
     out = capsys.readouterr().out
     assert "static rendering" in out and degree_table(512, 2, 64, c) in out
+
+
+def test_in_the_book_build_the_calculator_renders_its_table_and_no_live_widget(capsys, monkeypatch):
+    from grader.lab.planner import PRESETS
+    from grader.lab.widgets import calculator
+
+    monkeypatch.setenv("COURSE_BOOK_BUILD", "1")
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda *a, **k: shown.append(a))
+    assert calculator(next(iter(PRESETS.values()))) is None
+    out = capsys.readouterr().out
+    assert "best:" in out and "runs in JupyterLab" in out
+    assert shown == []
