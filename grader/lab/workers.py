@@ -69,6 +69,14 @@ def _resolve(value: Any, store: dict[int, Any]) -> Any:
     return value
 
 
+def _exit_now() -> None:
+    """End the worker without interpreter teardown: framework threads (torch's and paddle's
+    pools) can block a normal exit forever, leaving an orphan behind a killed kernel."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def _serve(address: str, index: int, threads: int) -> None:
     """Entry point of a worker process (see :class:`Worker`)."""
     conn = Client(address, authkey=bytes.fromhex(sys.stdin.readline().strip()))
@@ -77,14 +85,14 @@ def _serve(address: str, index: int, threads: int) -> None:
     while True:
         try:
             msg = conn.recv()
-        except EOFError:
-            return
+        except (EOFError, OSError):  # the parent is gone
+            _exit_now()
         op, task_id = msg[0], msg[1]
         start = time.perf_counter_ns()
         try:
             if op == "stop":
                 conn.send(("ok", task_id, None, start, time.perf_counter_ns()))
-                return
+                _exit_now()
             if op == "put":
                 store[task_id] = msg[2]
                 result: Any = Ref(index, task_id)

@@ -99,3 +99,38 @@ def test_dead_worker_is_reported_and_can_be_replaced():
     fresh = get_devices(2, "torch", gpu_count=0, verbose=False)  # notices the dead one
     assert fresh[0].submit(spin, 0.0, keep=False).result(timeout=30) == 0.0
     assert devmod._WORKERS[2][0].alive
+
+
+def test_a_worker_ends_when_the_process_that_started_it_is_killed(tmp_path):
+    """A killed kernel must not leave its workers behind (they would wait forever)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = ("import sys, time\n"
+            "from grader.lab.workers import Worker\n"
+            "import numpy as np\n"
+            "from grader.lab.devices import _to_tensor\n"
+            "w = Worker(0, 1)\n"
+            "w.submit(_to_tensor, 'paddle', np.zeros(2), keep=True).result(timeout=60)\n"
+            "w.submit(_to_tensor, 'torch', np.zeros(2), keep=True).result(timeout=60)\n"
+            "print(w._proc.pid, flush=True)\n"
+            "time.sleep(600)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    worker_pid = int(parent.stdout.readline())
+    parent.send_signal(signal.SIGKILL)
+    parent.wait(10)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{worker_pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return
+        if state in ("Z", "X"):  # exited; its new parent has not reaped it yet
+            return
+        time.sleep(0.2)
+    os.kill(worker_pid, signal.SIGKILL)
+    raise AssertionError(f"worker {worker_pid} outlived its parent by 20 s")
