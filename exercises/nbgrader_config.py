@@ -10,11 +10,16 @@ c = get_config()  # noqa: F821 (injected by traitlets)
 
 c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
 c.CourseDirectory.course_id = "parallel-dl"
-c.CourseDirectory.db_url = "sqlite:///" + os.path.join(c.CourseDirectory.root, "gradebook.db")
+# The gradebook URL and the limits live in course.toml (grader/grading/config.py), so that
+# nbgrader run by hand, the formgrader and `make grade` all use the same gradebook.
+from grader.grading.config import load as _load_grading  # noqa: E402
+
+_grading = _load_grading(c.CourseDirectory.root)
+c.CourseDirectory.db_url = _grading.db_url
 
 # Students' code runs with a per-cell limit; the pipeline adds a wall-clock limit per
 # notebook and a memory limit on the kernel (grader/grading/pipeline.py).
-c.Execute.timeout = int(os.environ.get("COURSE_CELL_TIMEOUT", "60"))
+c.Execute.timeout = int(os.environ.get("COURSE_CELL_TIMEOUT", _grading.limits.cell_timeout_s))
 c.Execute.interrupt_on_timeout = True
 c.Execute.kernel_name = "python3"
 c.ExecutePreprocessor.startup_timeout = 120

@@ -1,0 +1,97 @@
+"""The course's grading configuration: ``exercises/course.toml``, the one documented place
+for limits, isolation and the gradebook URL.
+
+``load(course)`` reads it (missing keys take the defaults below, a missing file means all
+defaults); unknown keys are an error, so a typo does not silently leave a default in force.
+Command-line options of ``python -m grader.grading`` override single values via
+:func:`with_overrides`.
+"""
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Limits", "SandboxConfig", "GradingConfig", "load", "with_overrides", "FILENAME"]
+
+FILENAME = "course.toml"
+
+
+@dataclass(frozen=True)
+class Limits:
+    cell_timeout_s: int = 60          # per cell (nbgrader's Execute.timeout)
+    notebook_timeout_s: float = 900   # one student's assignment, all attempts
+    memory_gb: float = 4.0            # RLIMIT_AS of the kernel
+    cpu_seconds: int = 600            # RLIMIT_CPU of the kernel (SIGXCPU ends it)
+    processes: int = 512              # RLIMIT_NPROC (threads count too) per sandbox uid
+    file_size_mb: int = 64            # RLIMIT_FSIZE (writes beyond raise OSError EFBIG)
+    open_files: int = 1024            # RLIMIT_NOFILE
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    mode: str = "auto"                # "auto" / "bwrap": isolate; "none": trusted code only
+    uid_base: int = 61000             # worker slot k runs its kernels as uid/gid uid_base + k
+    extra_ro: tuple[str, ...] = ()    # more read-only paths the kernel may see
+
+
+@dataclass(frozen=True)
+class GradingConfig:
+    course: Path
+    db_url: str
+    workers: int
+    limits: Limits = field(default_factory=Limits)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+
+
+def _section(raw: dict, name: str, cls: type, path: Path) -> Any:
+    data = raw.get(name, {})
+    known = {f.name: f for f in fields(cls)}
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise ValueError(f"{path}: unknown key(s) {unknown} in [{name}]; known: {sorted(known)}")
+    values = {}
+    for key, value in data.items():
+        want = type(getattr(cls(), key))
+        if want is tuple:
+            value = tuple(value)
+        elif want is float and isinstance(value, int):
+            value = float(value)
+        if not isinstance(value, want):
+            raise ValueError(f"{path}: [{name}] {key} = {value!r} should be a {want.__name__}")
+        values[key] = value
+    return cls(**values)
+
+
+def load(course: str | Path) -> GradingConfig:
+    course = Path(course).resolve()
+    path = course / FILENAME
+    raw: dict = {}
+    if path.exists():
+        try:
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as e:
+            raise ValueError(f"{path} is not valid TOML: {e}") from None
+    unknown = sorted(set(raw) - {"gradebook", "grading", "limits", "sandbox"})
+    if unknown:
+        raise ValueError(f"{path}: unknown section(s) {unknown}")
+    url = str(raw.get("gradebook", {}).get("url", "") or "")
+    workers = int(raw.get("grading", {}).get("workers", 0) or 0)
+    limits = _section(raw, "limits", Limits, path)
+    sandbox = _section(raw, "sandbox", SandboxConfig, path)
+    if sandbox.mode not in ("auto", "bwrap", "none"):
+        raise ValueError(f'{path}: [sandbox] mode must be "auto", "bwrap" or "none", not {sandbox.mode!r}')
+    return GradingConfig(course=course,
+                         db_url=url or "sqlite:///" + str(course / "gradebook.db"),
+                         workers=workers or os.cpu_count() or 1, limits=limits, sandbox=sandbox)
+
+
+def with_overrides(cfg: GradingConfig, **values: Any) -> GradingConfig:
+    """``cfg`` with the given limits / top-level fields replaced (``None`` values ignored)."""
+    values = {k: v for k, v in values.items() if v is not None}
+    lim = {k: values.pop(k) for k in list(values) if k in {f.name for f in fields(Limits)}}
+    if "sandbox_mode" in values:
+        values["sandbox"] = replace(cfg.sandbox, mode=values.pop("sandbox_mode"))
+    return replace(cfg, limits=replace(cfg.limits, **lim), **values)
