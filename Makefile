@@ -13,7 +13,7 @@ GPU    ?= 0
 PADDLE_GPU_INDEX ?=
 PYTEST_ARGS ?=
 
-.PHONY: help install book test test-fast bench gpu-check browser-deps lock clean clean-book grade hub hub-deps
+.PHONY: help install book test test-fast bench gpu-check browser-deps grade-deps lock clean clean-book grade hub hub-deps
 
 help:
 	@echo "make book   build the executed HTML book into _build/html"
@@ -37,7 +37,7 @@ install: $(STAMP)
 book: $(STAMP)
 	$(PY) -m grader.build
 
-test: $(STAMP) browser-deps hub-deps
+test: $(STAMP) browser-deps hub-deps grade-deps
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
@@ -65,6 +65,17 @@ browser-deps:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) \
 	  || echo "could not install chromium; browser tests will fail with instructions"; \
 	else echo "chromium/chromedriver missing: run 'sudo apt-get install chromium chromium-driver' for the browser tests"; fi
+
+# Grading: Debian's postgresql (the tests start a real server for the PostgreSQL gradebook
+# and the grading ledger) and bubblewrap (the students' kernels run in a bwrap sandbox).
+# Installed only when missing, and only where apt-get can run (root).
+grade-deps:
+	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && command -v bwrap >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing Debian's postgresql and bubblewrap for grading and its tests"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql bubblewrap >/dev/null) \
+	  || echo "could not install postgresql/bubblewrap; the grading tests will fail with instructions"; \
+	else echo "postgresql or bubblewrap missing: run 'sudo apt-get install --no-install-recommends postgresql bubblewrap' for grading and its tests"; fi
 
 # The course hub (README, "JupyterHub"): JupyterHub from .venv, its proxy
 # (configurable-http-proxy, pinned in package-lock.json) from the npm registry into
