@@ -29,10 +29,10 @@ import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import PurePath
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from sqlalchemy import (Column, DateTime, Integer, MetaData, String, Table, Text, and_,
-                        create_engine, event, func, inspect, select, text, true, update)
+                        create_engine, event, func, inspect, select, text, true, tuple_, update)
 from sqlalchemy.engine import Connection, Engine
 
 __all__ = ["Job", "Ledger", "STATES", "TABLE", "owner_id", "pid_alive"]
@@ -145,10 +145,15 @@ class Ledger:
                         sha256=h, state="pending", owner=None, lease_until=None, outcome=None,
                         updated_at=now))
 
-    def claim(self, owner: str, lease_s: float) -> Job | None:
-        """Take one pending job, or a running one whose lease ran out; None if there is none."""
+    def claim(self, owner: str, lease_s: float,
+              only: Iterable[Sequence[str]] | None = None) -> Job | None:
+        """Take one pending job, or a running one whose lease ran out; None if there is none.
+        ``only``: (student, assignment) pairs to choose from (None: any job)."""
         claimable = (jobs.c.state == "pending") | (
             (jobs.c.state == "running") & (jobs.c.lease_until < self._now()))
+        if only is not None:
+            claimable = and_(claimable, tuple_(jobs.c.student, jobs.c.assignment).in_(
+                [(s, a) for s, a in only]))
         query = (select(jobs.c.student, jobs.c.assignment, jobs.c.sha256, jobs.c.attempts)
                  .where(claimable).order_by(jobs.c.assignment, jobs.c.student).limit(1))
         if self.postgres:
@@ -164,6 +169,14 @@ class Ledger:
             if done.rowcount != 1:  # cannot happen under the row lock / write lock
                 raise RuntimeError(f"ledger: claim of {row.student}/{row.assignment} raced")
             return Job(row.student, row.assignment, row.sha256, row.attempts + 1)
+
+    def job(self, student: str, assignment: str) -> Job | None:
+        """The job as it stands now (its latest claim), e.g. to complete it for a worker that
+        was stopped; :meth:`complete` still checks that the claim is the owner's."""
+        with self.engine.begin() as conn:
+            r = conn.execute(select(jobs.c.sha256, jobs.c.attempts)
+                             .where(self._key(student, assignment))).first()
+        return None if r is None else Job(student, assignment, r.sha256, r.attempts)
 
     def renew(self, job: Job, owner: str, lease_s: float) -> bool:
         """Extend this claim's lease (a heartbeat); False if the job is no longer ours."""

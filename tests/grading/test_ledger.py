@@ -59,6 +59,39 @@ def test_each_synced_job_is_claimed_once_and_completed(ledger):
     assert [r["score"] for r in ledger.results()] == [0, 1, 2]
 
 
+def test_claim_can_be_limited_to_some_jobs(ledger):
+    ledger.sync(items(4))
+    only = [["s02", "a1"], ("s03", "a1"), ("nobody", "a1")]
+    got = {ledger.claim("h:1:0", 60, only=only).student for _ in range(2)}
+    assert got == {"s02", "s03"}
+    assert ledger.claim("h:1:0", 60, only=only) is None
+    assert ledger.claim("h:1:0", 60, only=[]) is None
+    assert ledger.claim("h:1:0", 60).student in {"s00", "s01"}
+
+
+def test_job_gives_the_latest_claim_for_completing_on_a_workers_behalf(ledger):
+    ledger.sync(items(1))
+    assert ledger.job("nobody", "a1") is None
+    claimed = ledger.claim("h:1:0", 60)
+    assert ledger.job("s00", "a1") == claimed
+    assert not ledger.complete(ledger.job("s00", "a1"), "h:2:0", {"by": "other"})
+    assert ledger.complete(ledger.job("s00", "a1"), "h:1:0", {"by": "parent"})
+    assert [r["by"] for r in ledger.results()] == ["parent"]
+
+
+def test_a_heartbeat_thread_can_renew_while_the_worker_completes(ledger):
+    import threading
+    ledger.sync(items(1))
+    job = ledger.claim("h:1:0", 0.5)
+    renewed = []
+    t = threading.Thread(target=lambda: renewed.extend(
+        ledger.renew(job, "h:1:0", 60) for _ in range(20)))
+    t.start()
+    t.join()
+    assert renewed == [True] * 20
+    assert ledger.complete(job, "h:1:0", {})
+
+
 def test_sync_again_keeps_done_jobs_and_adds_new_ones(ledger):
     ledger.sync(items(2))
     job = ledger.claim("h:1:0", 60)
