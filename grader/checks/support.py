@@ -35,8 +35,11 @@ def call(fn: Callable, *args: Any, **kwargs: Any) -> Any:
     except MemoryError:
         raise  # not a wrong answer: the grading pipeline reports the memory limit
     except Exception as e:  # noqa: BLE001 - any failure of student code is reported, not raised
-        where = ""
-        frames = traceback.extract_tb(e.__traceback__)
+        # Graded through the judge (grader.grading.remote), the student's code ran in the
+        # kernel: the exception arrives with the student's line in ``where``.
+        remote = isinstance(getattr(e, "where", None), str)
+        where = e.where if remote else ""
+        frames = [] if remote else traceback.extract_tb(e.__traceback__)
         if frames:
             f = frames[-1]
             where = f" (line {f.lineno}: {f.line})" if f.line else ""
