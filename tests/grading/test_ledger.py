@@ -92,6 +92,35 @@ def test_a_heartbeat_thread_can_renew_while_the_worker_completes(ledger):
     assert ledger.complete(job, "h:1:0", {})
 
 
+def test_concurrent_claimers_never_take_the_same_job(db_url):
+    import threading
+    with Ledger(db_url) as led:
+        led.sync(items(60))
+    taken: dict[int, list] = {k: [] for k in range(6)}
+    errors: list[BaseException] = []
+
+    def claimer(k: int) -> None:
+        try:
+            with Ledger(db_url) as led:   # its own engine and connections
+                while (job := led.claim(f"h:{k}:0", 60)) is not None:
+                    taken[k].append(job.student)
+                    assert led.complete(job, f"h:{k}:0", {"by": k})
+        except BaseException as e:  # noqa: BLE001 - reported below, in the test's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=claimer, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    everyone = [s for got in taken.values() for s in got]
+    assert sorted(everyone) == [s for s, _, _ in items(60)]    # each once, none lost
+    with Ledger(db_url) as led:
+        assert {r["student"]: r["by"] for r in led.results()} == {
+            s: k for k, got in taken.items() for s in got}
+
+
 def test_sync_again_keeps_done_jobs_and_adds_new_ones(ledger):
     ledger.sync(items(2))
     job = ledger.claim("h:1:0", 60)
