@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from grader.grading.ledger import Job, Ledger, owner_id, pid_alive
+from grader.grading.ledger import Ledger, owner_id, pid_alive
 from tests.grading.postgres import postgres_server  # noqa: F401 (the fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
