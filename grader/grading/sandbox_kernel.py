@@ -27,11 +27,11 @@ import sys
 import time
 from pathlib import Path
 
-# environment variables the kernel sees from the grading process (everything else, such as
-# a database URL or a token, is dropped by --clearenv)
+# environment variables the kernel sees from the grading process, by name: everything else
+# (a database URL, COURSE_HUB_PASSWORD, a token) is dropped by --clearenv
 PASS_ENV = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "MPLBACKEND", "OMP_NUM_THREADS",
-            "MKL_NUM_THREADS", "PYDEVD_DISABLE_FILE_VALIDATION", "CUDA_VISIBLE_DEVICES")
-PASS_PREFIXES = ("COURSE_",)
+            "MKL_NUM_THREADS", "PYDEVD_DISABLE_FILE_VALIDATION", "CUDA_VISIBLE_DEVICES",
+            "COURSE_CELL_TIMEOUT", "COURSE_FRAMEWORK", "COURSE_DIST_BACKEND")
 
 SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
@@ -46,17 +46,20 @@ def _ancestors(path: str) -> list[str]:
 
 
 def bwrap_command(settings: dict, workdir: str, connection_file: str,
-                  kernel_args: list[str] = ()) -> list[str]:
+                  kernel_args: list[str] = (), status_fd: int | None = None) -> list[str]:
     """The whole command line (bwrap, setpriv, prlimit, kernel) for one kernel in ``workdir``.
 
     ``kernel_args`` are the options the client adds (nbclient:
-    ``--HistoryManager.hist_file=:memory:``), passed on to the kernel."""
+    ``--HistoryManager.hist_file=:memory:``), passed on to the kernel; bwrap writes the pid
+    of the namespace's init (the kernel's parent) to ``status_fd``."""
     lim = settings["limits"]
     uid, gid = settings["uid"], settings["gid"]
     mem = int(lim["memory_gb"] * 2**30)
     cmd = ["bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
            "--unshare-cgroup-try", "--die-with-parent", "--new-session",
            "--hostname", "grading-sandbox"]
+    if status_fd is not None:
+        cmd += ["--json-status-fd", str(status_fd)]
     # the system: /usr read-only, the /bin, /lib... links (or folders) as on this machine
     cmd += ["--ro-bind", "/usr", "/usr"]
     for p in SYSTEM_LINKS:
@@ -91,7 +94,7 @@ def bwrap_command(settings: dict, workdir: str, connection_file: str,
            # ipykernel: its parent is the namespace's pid 1 (no parent polling, no banner)
            "JPY_PARENT_PID": "1"}
     for k, v in os.environ.items():
-        if k in PASS_ENV or k.startswith(PASS_PREFIXES):
+        if k in PASS_ENV:
             env[k] = v
     cmd += ["--chdir", workdir, "--clearenv"]
     for k, v in sorted(env.items()):
@@ -136,9 +139,13 @@ def _links(root: str) -> set[str]:
 
 
 def _die_with_me() -> None:
-    """In the bwrap child: be killed when this launcher dies (even by SIGKILL)."""
+    """In the bwrap child: be killed when this launcher dies (even by SIGKILL), and be the
+    out-of-memory killer's first choice (RLIMIT_AS bounds one process, not a process tree);
+    the kernel inherits the score and, unprivileged, cannot lower it."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    with open("/proc/self/oom_score_adj", "w") as f:
+        f.write("1000")
 
 
 def _kernel_pid(init_pid: int, deadline: float) -> int | None:
@@ -191,7 +198,7 @@ def main(argv: list[str]) -> int:
     os.chmod(conn, 0o400)
 
     r, w = os.pipe()
-    proc = subprocess.Popen(bwrap_command(settings, workdir, str(conn), argv[3:]), pass_fds=(w,),
+    proc = subprocess.Popen(bwrap_command(settings, workdir, str(conn), argv[3:], w), pass_fds=(w,),
                             start_new_session=True, preexec_fn=_die_with_me,
                             stdin=subprocess.DEVNULL)
     os.close(w)

@@ -12,9 +12,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -32,6 +34,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CFG = SandboxConfig(uid_base=64000)
 SLOT = os.getpid() % 1000
 UID = CFG.uid_base + SLOT
+SECRETS = {"COURSE_HUB_PASSWORD": "hunter2", "PGPASSWORD": "hunter2",
+           "DATABASE_URL": "postgresql://grader:hunter2@localhost/course"}
 LIMITS = Limits(memory_gb=4.0, cpu_seconds=120, processes=64, file_size_mb=1, open_files=256)
 
 
@@ -58,6 +62,11 @@ def course(tmp_path_factory) -> Path:
     return root
 
 
+def _root_has_cap(bit: int) -> bool:
+    status = Path("/proc/self/status").read_text()
+    return bool(int(status.split("CapEff:")[1].split()[0], 16) >> bit & 1)
+
+
 @contextlib.contextmanager
 def _env(values: dict[str, str]):
     old = {k: os.environ.get(k) for k in values}
@@ -75,9 +84,11 @@ def _env(values: dict[str, str]):
 class Kernel:
     """One sandboxed kernel, started as nbclient starts it for nbgrader; runs cells one by one."""
 
-    def __init__(self, workdir: Path, runtime: Path, limits: Limits, timeout: int = 60):
+    def __init__(self, workdir: Path, runtime: Path, limits: Limits, timeout: int = 60,
+                 host_env: dict[str, str] | None = None):
         self.runtime = runtime
         env, config = sandbox.prepare(limits, CFG, SLOT, runtime)
+        env = (host_env or {}) | env
         self.nb = nbformat.v4.new_notebook()
         self.client = NotebookClient(self.nb, config=config, kernel_name="python3",
                                      timeout=timeout, allow_errors=True, interrupt_on_timeout=True,
@@ -107,7 +118,8 @@ class Kernel:
 
 @pytest.fixture(scope="module")
 def kernel(course, tmp_path_factory):
-    k = Kernel(course / "autograded/s/a", tmp_path_factory.mktemp("rt"), LIMITS)
+    k = Kernel(course / "autograded/s/a", tmp_path_factory.mktemp("rt"), LIMITS,
+               host_env=SECRETS | {"COURSE_CELL_TIMEOUT": "60"})
     yield k
     k.close()
 
@@ -157,7 +169,7 @@ def test_it_writes_only_its_folder_and_a_private_tmp(kernel, course):
                str(ROOT / "grader" / tag), "/usr/" + tag, "/etc/" + tag, "/root/" + tag,
                "/tmp/" + tag, "/dev/shm/" + tag, tag]
     out, err = kernel.run(f"""
-import json
+import json, os
 res = {{}}
 for p in {targets!r}:
     try:
@@ -167,15 +179,24 @@ for p in {targets!r}:
     except Exception as e:
         res[p] = type(e).__name__
 print(json.dumps(res))""")
-    assert not err
+    leaked = [p for p in targets[:-1] if Path(p).exists()]
+    for p in leaked:  # a broken sandbox must not leave files in /usr, the repo...
+        os.unlink(p)
+    assert not err and leaked == []
     res = json.loads(out)
     assert res.pop(tag) == "WROTE" and (course / "autograded/s/a" / tag).is_file()
-    assert res.pop("/tmp/" + tag) == "WROTE" and not Path("/tmp", tag).exists()  # private
-    assert res.pop("/dev/shm/" + tag) == "WROTE" and not Path("/dev/shm", tag).exists()
+    assert res.pop("/tmp/" + tag) == "WROTE"  # ... in its private /tmp and /dev/shm
+    assert res.pop("/dev/shm/" + tag) == "WROTE"
     assert {p: r for p, r in res.items() if r == "WROTE"} == {}
-    assert not [p for p in res if Path(p).exists()]
     # while the kernel runs, its folder is the slot uid's (so it can write there)
     assert (course / "autograded/s/a").stat().st_uid == UID
+
+
+def test_it_sees_only_the_environment_variables_it_needs(kernel):
+    out, err = kernel.run("import os, json\nprint(json.dumps(dict(os.environ)))")
+    env = json.loads(out)
+    assert not set(SECRETS) & set(env) and "hunter2" not in out
+    assert env["COURSE_CELL_TIMEOUT"] == "60" and env["HOME"] == "/tmp"
 
 
 def test_it_has_no_network_not_even_the_hosts_loopback(kernel):
@@ -296,6 +317,33 @@ def test_a_kernel_that_ends_normally_says_exit_0(tmp_path):
             break
         time.sleep(0.05)
     assert sandbox.kernel_end(tmp_path / "rt") == "exit 0"
+
+
+def test_sigint_and_sigterm_to_the_launcher_reach_the_kernel(tmp_path):
+    work = tmp_path / "w"
+    work.mkdir()
+    k = Kernel(work, tmp_path / "rt", LIMITS)
+    try:
+        # the kernel is the out-of-memory killer's first choice; it cannot lower that where
+        # the launcher's root has CAP_SYS_RESOURCE (some containers' root does not)
+        out, err = k.run("print(open('/proc/self/oom_score_adj').read().strip())\n"
+                         "with open('/proc/self/oom_score_adj', 'w') as f:\n    f.write('0')")
+        assert out == "1000\n"
+        assert err.startswith("PermissionError") == _root_has_cap(24), err  # CAP_SYS_RESOURCE
+        launcher = k.client.km.provisioner.process.pid
+        threading.Timer(1.0, os.kill, (launcher, signal.SIGINT)).start()
+        t0 = time.monotonic()
+        out, err = k.run("import time\ntime.sleep(30)")
+        assert err.startswith("KeyboardInterrupt") and time.monotonic() - t0 < 20
+        assert sandbox.kernel_end(tmp_path / "rt") is None  # still running
+        os.kill(launcher, signal.SIGTERM)
+        for _ in range(100):
+            if sandbox.kernel_end(tmp_path / "rt"):
+                break
+            time.sleep(0.05)
+    finally:
+        k.close()
+    assert sandbox.kernel_end(tmp_path / "rt") == "SIGTERM"
 
 
 def test_the_launcher_refuses_a_folder_that_holds_what_it_protects(tmp_path):
