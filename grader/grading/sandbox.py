@@ -180,6 +180,8 @@ def describe_limit_hit(what: str, limits: Limits) -> str | None:
             or "BlockingIOError" in what):
         return ("the process limit ({processes} processes and threads) was reached "
                 "(too many processes or threads started)").format(**values)
+    if what.startswith("KeyboardInterrupt"):  # how nbclient stops a cell that ran too long
+        return "the time limit of a cell ({cell_timeout_s} s) was reached".format(**values)
     if "Too many open files" in what or f"[Errno {errno.EMFILE}]" in what:
         return "the open files limit ({open_files} files at once) was reached".format(**values)
     return None

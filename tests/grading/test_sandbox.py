@@ -272,9 +272,17 @@ def test_a_file_over_the_size_limit_raises_file_too_large(kernel):
     assert "file size limit (1 MB" in sandbox.describe_limit_hit(err, LIMITS)
 
 
+def test_too_many_open_files_raise_oserror_24(kernel):
+    out, err = kernel.run("fs = [open('x.ipynb') for _ in range(1000)]")
+    assert err.startswith("OSError: [Errno 24] Too many open files"), err
+    assert "open files limit (256" in sandbox.describe_limit_hit(err, LIMITS)
+    assert kernel.run("print(len(open('x.ipynb').read()))") == ("4\n", "")  # closed again
+
+
 def test_an_endless_loop_is_interrupted_by_the_cell_timeout_and_the_next_cell_runs(kernel):
     out, err = kernel.run("while True:\n    pass", timeout=3)
     assert err.startswith("KeyboardInterrupt")
+    assert "time limit of a cell (60 s)" in sandbox.describe_limit_hit(err, LIMITS)
     assert kernel.run("print('next')") == ("next\n", "")
 
 
