@@ -1,0 +1,110 @@
+"""Grading a class: the pipeline's parallel workers against plain sequential nbgrader.
+
+Builds a class of ``--students`` (default 30) from the shipped sample submissions
+(alice: correct, bob: partly right, carol: broken in several ways), cycling through them,
+for the ``--assignment`` list (default a1 and a8), in two fresh copies of the course. Then:
+
+1. ``nbgrader autograde <assignment>`` once per assignment, every student in one process,
+   one after another: what an instructor gets from nbgrader alone (hidden tests in the
+   student's kernel, no isolation, no limits beyond the cell timeout);
+2. ``grade_course(workers=N)``: sandboxed kernels, hidden tests in the judge, limits.
+
+Prints both wall-clock times, the ratio (the issue's target on 2 cores: at most 0.55),
+and whether both gave every honest sample the same score. Run it on a quiet machine:
+``python bench/grading_class.py`` (about 10 minutes for the defaults on 2 cores).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ["alice", "bob", "carol"]
+
+
+def make_class(course: Path, n: int, names: list[str]) -> dict[str, str]:
+    """Course folder with ``n`` students; returns student -> sample it copies."""
+    src = ROOT / "exercises"
+    course.mkdir(parents=True)
+    for f in ("nbgrader_config.py", "course.toml"):
+        shutil.copy(src / f, course)
+    for a in names:
+        shutil.copytree(src / "source" / a, course / "source" / a)
+    who = {}
+    for i in range(n):
+        sample = SAMPLES[i % len(SAMPLES)]
+        student = f"s{i + 1:02d}_{sample}"
+        who[student] = sample
+        for a in names:
+            if (src / "submitted" / sample / a).is_dir():
+                shutil.copytree(src / "submitted" / sample / a, course / "submitted" / student / a)
+    return who
+
+
+def plain_nbgrader(course: Path, names: list[str]) -> float:
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    t0 = time.perf_counter()
+    for a in names:
+        for cmd in (["generate_assignment", a, "--force"], ["autograde", a, "--force"]):
+            subprocess.run([sys.executable, "-m", "nbgrader", *cmd, f"--CourseDirectory.root={course}"],
+                           cwd=course, env=env, check=False, capture_output=True)
+    return time.perf_counter() - t0
+
+
+def scores(course: Path) -> dict[tuple[str, str], float]:
+    from nbgrader.api import Gradebook, MissingEntry
+
+    out = {}
+    with Gradebook("sqlite:///" + str(course / "gradebook.db"), "parallel-dl") as gb:
+        for a in gb.assignments:
+            for s in gb.students:
+                try:
+                    out[(s.id, a.name)] = float(gb.find_submission(a.name, s.id).score)
+                except MissingEntry:
+                    pass
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--students", type=int, default=30)
+    ap.add_argument("--assignment", action="append")
+    ap.add_argument("--workers", type=int, default=os.cpu_count())
+    ap.add_argument("--skip-plain", action="store_true", help="only time the pipeline")
+    a = ap.parse_args()
+    names = a.assignment or ["a1_independent_ops", "a8_placements"]
+    from grader.grading.pipeline import grade_course
+
+    with tempfile.TemporaryDirectory(prefix="bench-class-") as tmp:
+        who = make_class(Path(tmp) / "plain", a.students, names)
+        make_class(Path(tmp) / "ours", a.students, names)
+        n_sub = sum(1 for _ in (Path(tmp) / "ours" / "submitted").glob("*/*"))
+        print(f"class: {a.students} students, {n_sub} submissions of {names}; "
+              f"{os.cpu_count()} cores", flush=True)
+        plain = None
+        if not a.skip_plain:
+            plain = plain_nbgrader(Path(tmp) / "plain", names)
+            print(f"plain sequential nbgrader autograde: {plain:.1f} s", flush=True)
+        t0 = time.perf_counter()
+        run = grade_course(Path(tmp) / "ours", workers=a.workers, verbose=True)
+        ours = time.perf_counter() - t0
+        print(f"pipeline, {a.workers} workers (sandbox, judge, limits): {ours:.1f} s")
+        print(run.summary())
+        if plain:
+            print(f"ratio pipeline / plain nbgrader: {ours / plain:.3f} (target <= 0.55)")
+            base = scores(Path(tmp) / "plain")
+            differ = [(o.student, o.assignment, o.score, base.get((o.student, o.assignment)))
+                      for o in run.outcomes if who[o.student] != "carol"
+                      and base.get((o.student, o.assignment)) != o.score]
+            print("honest samples (alice, bob) scored the same by both: "
+                  + ("yes" if not differ else f"NO: {differ[:5]}"))
+
+
+if __name__ == "__main__":
+    main()

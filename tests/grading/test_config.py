@@ -1,0 +1,46 @@
+"""exercises/course.toml: the one place for limits, isolation and the gradebook URL."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from grader.grading.config import Limits, load, with_overrides
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_shipped_course_file_loads_with_every_limit_set():
+    cfg = load(ROOT / "exercises")
+    text = (ROOT / "exercises" / "course.toml").read_text()
+    for name in Limits.__dataclass_fields__:
+        assert f"{name} =" in text, f"{name} is not documented in course.toml"
+    assert cfg.db_url == "sqlite:///" + str(ROOT / "exercises" / "gradebook.db")
+    assert cfg.workers >= 1 and cfg.sandbox.mode == "auto"
+
+
+def test_missing_file_means_defaults_and_a_url_is_taken_as_is(tmp_path):
+    assert load(tmp_path).limits == Limits()
+    (tmp_path / "course.toml").write_text('[gradebook]\nurl = "postgresql://g@db/c"\n[grading]\nworkers = 3\n')
+    cfg = load(tmp_path)
+    assert (cfg.db_url, cfg.workers) == ("postgresql://g@db/c", 3)
+
+
+@pytest.mark.parametrize("text, words", [
+    ("[limits]\nmemory_gigs = 2\n", "unknown key(s) ['memory_gigs'] in [limits]"),
+    ('[limits]\ncpu_seconds = "lots"\n', "cpu_seconds = 'lots' should be a int"),
+    ("[limit]\n", "unknown section(s) ['limit']"),
+    ('[sandbox]\nmode = "docker"\n', 'mode must be "auto", "bwrap" or "none"'),
+    ("[limits\n", "not valid TOML"),
+])
+def test_a_mistake_in_the_file_is_an_error_that_names_it(tmp_path, text, words):
+    (tmp_path / "course.toml").write_text(text)
+    with pytest.raises(ValueError) as e:
+        load(tmp_path)
+    assert words in str(e.value) and "course.toml" in str(e.value)
+
+
+def test_command_line_values_override_single_limits(tmp_path):
+    cfg = with_overrides(load(tmp_path), memory_gb=2.5, cell_timeout_s=None, workers=5, sandbox_mode="none")
+    assert cfg.limits.memory_gb == 2.5 and cfg.limits.cell_timeout_s == Limits().cell_timeout_s
+    assert cfg.workers == 5 and cfg.sandbox.mode == "none"
