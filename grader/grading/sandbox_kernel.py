@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -43,6 +44,14 @@ def _inside(path: str, parents: list[str]) -> bool:
 def _ancestors(path: str) -> list[str]:
     parts = Path(path).parents
     return [str(p) for p in reversed(parts) if str(p) != "/"]
+
+
+def _cap(res: int, value: int) -> int:
+    """``value``, or less if this process's hard limit is lower: after setpriv, prlimit cannot
+    raise a hard limit the grading process was started with (nor can a root without
+    CAP_SYS_RESOURCE), and would fail instead of starting the kernel."""
+    hard = resource.getrlimit(res)[1]
+    return value if hard == resource.RLIM_INFINITY else min(value, hard)
 
 
 def bwrap_command(settings: dict, workdir: str, connection_file: str,
@@ -102,9 +111,12 @@ def bwrap_command(settings: dict, workdir: str, connection_file: str,
     cmd += ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--no-new-privs",
             "--bounding-set=-all", "--inh-caps=-all",
             # RLIMIT_CPU: SIGXCPU at the soft limit; the hard one (a SIGKILL) only if ignored
-            "prlimit", f"--as={mem}", f"--cpu={lim['cpu_seconds']}:{lim['cpu_seconds'] + 5}",
-            f"--nproc={lim['processes']}", f"--fsize={int(lim['file_size_mb'] * 2**20)}",
-            f"--nofile={lim['open_files']}", "--core=0", "--",
+            "prlimit", f"--as={_cap(resource.RLIMIT_AS, mem)}",
+            f"--cpu={_cap(resource.RLIMIT_CPU, lim['cpu_seconds'])}:"
+            f"{_cap(resource.RLIMIT_CPU, lim['cpu_seconds'] + 5)}",
+            f"--nproc={_cap(resource.RLIMIT_NPROC, lim['processes'])}",
+            f"--fsize={_cap(resource.RLIMIT_FSIZE, int(lim['file_size_mb'] * 2**20))}",
+            f"--nofile={_cap(resource.RLIMIT_NOFILE, lim['open_files'])}", "--core=0", "--",
             settings["python"], "-m", "ipykernel_launcher", "-f", connection_file, *kernel_args]
     return cmd
 
@@ -128,13 +140,14 @@ def _chown_tree(root: str, uid: int, gid: int) -> None:
             os.lchown(os.path.join(dirpath, name), uid, gid)
 
 
-def _links(root: str) -> set[str]:
+def _links(root: str) -> set[tuple[str, str]]:
+    """(path, target) of every symbolic link below ``root``."""
     found = set()
     for dirpath, dirnames, filenames in os.walk(root):
         for name in dirnames + filenames:
             p = os.path.join(dirpath, name)
             if os.path.islink(p):
-                found.add(p)
+                found.add((p, os.readlink(p)))
     return found
 
 
@@ -202,14 +215,17 @@ def main(argv: list[str]) -> int:
                             start_new_session=True, preexec_fn=_die_with_me,
                             stdin=subprocess.DEVNULL)
     os.close(w)
-    kernel: list[int] = []
+    kernel: list[int] = []  # a pidfd: no signal can reach a recycled pid
+    pending: list[int] = []  # signals that came before the kernel's pid was known
 
     def forward(signum, frame):
-        if kernel:
-            try:
-                os.kill(kernel[0], signum)
-            except ProcessLookupError:
-                pass
+        if not kernel:
+            pending.append(signum)
+            return
+        try:
+            signal.pidfd_send_signal(kernel[0], signum)
+        except ProcessLookupError:
+            pass
 
     signal.signal(signal.SIGINT, forward)
     signal.signal(signal.SIGTERM, forward)
@@ -218,8 +234,10 @@ def main(argv: list[str]) -> int:
         try:
             pid = _kernel_pid(int(json.loads(first)["child-pid"]), time.monotonic() + 5)
             if pid:
-                kernel.append(pid)
-        except (ValueError, KeyError):
+                kernel.append(os.pidfd_open(pid))
+                for signum in pending:
+                    forward(signum, None)
+        except (ValueError, KeyError, ProcessLookupError):
             pass
         status.read()
     code = proc.wait()
@@ -229,7 +247,7 @@ def main(argv: list[str]) -> int:
     tmp.replace(end_file)
     # every process of the sandbox is gone with its pid namespace: give the folder back, and
     # drop links the kernel made (the grader writes the notebook there next, as root)
-    for link in _links(workdir) - links_before:
+    for link, _ in _links(workdir) - links_before:  # new, or pointing elsewhere now
         os.unlink(link)
     _chown_tree(workdir, owner.st_uid, owner.st_gid)
     conn.unlink(missing_ok=True)
