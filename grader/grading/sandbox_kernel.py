@@ -90,7 +90,7 @@ def bwrap_command(settings: dict, workdir: str, connection_file: str,
         # folders bwrap makes on the way to a mount point are root's 0700 unless told:
         # 0755 so that the kernel's uid can walk to /root/.pyenv/versions/<v> and the like
         for anc in _ancestors(path):
-            if anc in made or _inside(anc, mounted):
+            if anc in made or anc in ("/tmp", "/dev/shm") or _inside(anc, mounted):
                 continue
             cmd += ["--perms", "0755", "--dir", anc]
             made.add(anc)

@@ -39,8 +39,8 @@ SECRETS = {"COURSE_HUB_PASSWORD": "hunter2", "PGPASSWORD": "hunter2",
 LIMITS = Limits(memory_gb=4.0, cpu_seconds=120, processes=64, file_size_mb=1, open_files=256)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _sandbox_available():
+@pytest.fixture(scope="module")
+def sandboxed():
     problem = sandbox.check(CFG)
     if problem:
         if os.environ.get("CI"):
@@ -117,7 +117,7 @@ class Kernel:
 
 
 @pytest.fixture(scope="module")
-def kernel(course, tmp_path_factory):
+def kernel(sandboxed, course, tmp_path_factory):
     k = Kernel(course / "autograded/s/a", tmp_path_factory.mktemp("rt"), LIMITS,
                host_env=SECRETS | {"COURSE_CELL_TIMEOUT": "60"})
     yield k
@@ -188,6 +188,8 @@ print(json.dumps(res))""")
     assert res.pop("/tmp/" + tag) == "WROTE"  # ... in its private /tmp and /dev/shm
     assert res.pop("/dev/shm/" + tag) == "WROTE"
     assert {p: r for p, r in res.items() if r == "WROTE"} == {}
+    out, err = kernel.run("import os\nprint(oct(os.stat('/tmp').st_mode), oct(os.stat('/dev/shm').st_mode))")
+    assert out.split() == ["0o41777", "0o41777"]  # sticky, like a host's /tmp
     # while the kernel runs, its folder is the slot uid's (so it can write there)
     assert (course / "autograded/s/a").stat().st_uid == UID
 
@@ -292,7 +294,7 @@ def test_numpy_torch_and_the_checks_import_inside(kernel):
     assert (out, err) == ("3.0 numpy grader.checks\n", "")
 
 
-def test_the_cpu_time_limit_ends_the_kernel_with_sigxcpu_and_the_folder_is_handed_back(tmp_path):
+def test_the_cpu_time_limit_ends_the_kernel_with_sigxcpu_and_the_folder_is_handed_back(sandboxed, tmp_path):
     work = tmp_path / "autograded/s/a"
     work.mkdir(parents=True)
     k = Kernel(work, tmp_path / "rt", Limits(cpu_seconds=3))
@@ -314,7 +316,7 @@ def test_the_cpu_time_limit_ends_the_kernel_with_sigxcpu_and_the_folder_is_hande
     assert work.stat().st_uid == 0
 
 
-def test_a_kernel_that_ends_normally_says_exit_0(tmp_path):
+def test_a_kernel_that_ends_normally_says_exit_0(sandboxed, tmp_path):
     work = tmp_path / "w"
     work.mkdir()
     k = Kernel(work, tmp_path / "rt", LIMITS)
@@ -327,7 +329,7 @@ def test_a_kernel_that_ends_normally_says_exit_0(tmp_path):
     assert sandbox.kernel_end(tmp_path / "rt") == "exit 0"
 
 
-def test_sigint_and_sigterm_to_the_launcher_reach_the_kernel(tmp_path):
+def test_sigint_and_sigterm_to_the_launcher_reach_the_kernel(sandboxed, tmp_path):
     work = tmp_path / "w"
     work.mkdir()
     k = Kernel(work, tmp_path / "rt", LIMITS)
@@ -354,7 +356,7 @@ def test_sigint_and_sigterm_to_the_launcher_reach_the_kernel(tmp_path):
     assert sandbox.kernel_end(tmp_path / "rt") == "SIGTERM"
 
 
-def test_the_launcher_refuses_a_folder_that_holds_what_it_protects(tmp_path):
+def test_the_launcher_refuses_a_folder_that_holds_what_it_protects(sandboxed, tmp_path):
     sandbox.prepare(LIMITS, CFG, SLOT, tmp_path / "rt")
     conn = tmp_path / "conn.json"
     conn.write_text("{}")
