@@ -220,16 +220,11 @@ class JudgedExecute(GuardedExecute):
         timed_out = isinstance(error, RemoteTimeout) or error is _HUNG
         if timed_out:
             await self._ensure_async(self.km.interrupt_kernel())
-        if not dead.is_set():
-            try:
-                await asyncio.wait_for(asyncio.shield(reply), GRACE_S)
-                await asyncio.wait_for(asyncio.shield(iopub), self.iopub_timeout)
-            except asyncio.TimeoutError:
-                dead.set()     # stopped answering: treated like a kernel that died
-                await self._ensure_async(self.km.shutdown_kernel(now=True))
+        if not dead.is_set() and not await self._finished(reply, iopub):
+            dead.set()
         iopub.cancel()
         reply.cancel()
-        if dead.is_set() or (isinstance(error, ChannelClosed) and not await self._alive()):
+        if dead.is_set():
             raise DeadKernelError(f"Kernel died while cell {index + 1} was judged")
         cell.outputs = _streams(streams + kernel_streams)
         if timed_out:
@@ -240,8 +235,11 @@ class JudgedExecute(GuardedExecute):
             cell.outputs.append(new_output("execute_result", data={"text/plain": repr(value)},
                                            execution_count=None))
         await run_hook(self.on_cell_complete, cell=cell, cell_index=index)
+        errors = [o for o in cell.outputs if o.output_type == "error"]
+        content = ({"status": "error", "ename": errors[0].ename, "evalue": errors[0].evalue,
+                    "traceback": errors[0].traceback} if errors else {"status": "ok"})
         await run_hook(self.on_cell_executed, cell=cell, cell_index=index,
-                       execute_reply={"content": {"status": "error" if error else "ok"}})
+                       execute_reply={"content": content})
         return cell
 
     async def _watch(self, done, dead: threading.Event, state: dict, deadline: float):
@@ -259,6 +257,24 @@ class JudgedExecute(GuardedExecute):
                 if "channel" in state:
                     state["channel"].close()
                 return [], None, _HUNG
+
+    async def _finished(self, reply, iopub) -> bool:
+        """Wait for the kernel to leave ``serve`` and for its output; ``False`` if it died, or
+        did not come back within ``GRACE_S`` (then it is shut down: a kernel that ignores the
+        interrupt is treated like one that died)."""
+        end = time.monotonic() + GRACE_S
+        while not reply.done():
+            if not await self._alive():
+                return False
+            if time.monotonic() > end:
+                await self._ensure_async(self.km.shutdown_kernel(now=True))
+                return False
+            await asyncio.sleep(0.05)
+        try:
+            await asyncio.wait_for(asyncio.shield(iopub), self.iopub_timeout)
+        except asyncio.TimeoutError:
+            self.log.warning("JudgedExecute: timeout waiting for the kernel's output")
+        return True
 
     async def _alive(self) -> bool:
         return bool(await self._ensure_async(self.kc.is_alive()))

@@ -101,7 +101,7 @@ def _rank_main(job_path: str, out_path: str) -> None:
     framework, backend = os.environ["COURSE_FRAMEWORK"], os.environ["COURSE_DIST_BACKEND"]
     try:
         with open(job_path, "rb") as f:
-            fn, args, kwargs, init_timeout = pickle.load(f)
+            fn, args, kwargs, init_timeout, safe = pickle.load(f)
         from .backends import get_backend
 
         get_backend(framework).set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
@@ -121,7 +121,15 @@ def _rank_main(job_path: str, out_path: str) -> None:
     except BaseException:
         payload = ("err", traceback.format_exc())
     with open(out_path + ".tmp", "wb") as f:
-        pickle.dump(payload, f)
+        if safe:   # data only: the launcher decodes it without running anything (no pickle)
+            from ..grading.codec import dumps
+
+            try:
+                f.write(dumps(list(payload)))
+            except (TypeError, ValueError) as exc:
+                f.write(dumps(["err", f"the rank returned something that is not data: {exc}"]))
+        else:
+            pickle.dump(payload, f)
     os.replace(out_path + ".tmp", out_path)
     if framework == "torch" and payload[0] == "ok":
         import torch.distributed as dist
@@ -145,12 +153,17 @@ def _tail(path: str, lines: int = 12) -> str:
 
 def launch(fn: Callable[..., Any], nprocs: int = 2, framework: str = "torch", args: tuple = (),
            kwargs: dict | None = None, timeout: float = 120.0, backend: str | None = None,
-           gpu_count: int | None = None, env: dict[str, str] | None = None) -> LaunchResult:
+           gpu_count: int | None = None, env: dict[str, str] | None = None,
+           safe_results: bool = False) -> LaunchResult:
     """Run ``fn(rank, world_size, *args, **kwargs)`` on ``nprocs`` ranks; see the module doc.
 
     ``env`` adds environment variables to every rank, set before the framework is imported
     (for example Paddle's ``GLOG_vmodule``, read once at import, to log which collective a
-    reshard runs); they override the launcher's own, such as ``GLOG_minloglevel``."""
+    reshard runs); they override the launcher's own, such as ``GLOG_minloglevel``.
+
+    ``safe_results``: the ranks run code this process must not trust (a student's), so
+    their return values travel as data (:mod:`grader.grading.codec`: numbers, strings,
+    containers, arrays), never pickled; anything else fails the rank."""
     from .backends import get_backend
 
     if nprocs < 1:
@@ -162,7 +175,7 @@ def launch(fn: Callable[..., Any], nprocs: int = 2, framework: str = "torch", ar
     job = os.path.join(work, "job.pkl")
     try:
         with open(job, "wb") as f:
-            pickle.dump((fn, args, kwargs or {}, max(30.0, timeout)), f)
+            pickle.dump((fn, args, kwargs or {}, max(30.0, timeout), safe_results), f)
     except (pickle.PicklingError, AttributeError, TypeError) as exc:
         raise TypeError(
             f"cannot send {fn!r} to the ranks: {exc}. The function must be importable "
@@ -205,8 +218,7 @@ def launch(fn: Callable[..., Any], nprocs: int = 2, framework: str = "torch", ar
                 if rank in results:
                     continue
                 if os.path.exists(out):
-                    with open(out, "rb") as f:
-                        status, value = pickle.load(f)
+                    status, value = _read_result(out, safe_results)
                     if status == "err":
                         raise RankFailed(rank, value + _log_note(logs[rank]))
                     results[rank] = value
@@ -224,6 +236,21 @@ def launch(fn: Callable[..., Any], nprocs: int = 2, framework: str = "torch", ar
         stop_all()
     return LaunchResult([results[r] for r in range(nprocs)], backend,
                         time.perf_counter() - t_start, logs)
+
+
+def _read_result(path: str, safe: bool) -> tuple[str, Any]:
+    with open(path, "rb") as f:
+        if not safe:
+            return pickle.load(f)
+        from ..grading.codec import ProtocolError, loads
+
+        try:
+            status, value = loads(f.read())
+        except (ProtocolError, TypeError, ValueError) as exc:
+            return "err", f"the rank's result file is not data: {exc}"
+    if status == "err":
+        value = str(value)
+    return ("ok" if status == "ok" else "err"), value
 
 
 def _log_note(log: str) -> str:

@@ -1,0 +1,215 @@
+"""Attacks on the verdict: none may raise a score when test cells are judged outside the kernel.
+
+Every attack is a copy of alice's assignment 1 with two WRONG answers (``time_work`` returns a
+constant 20 ms: the public check passes, the hidden one fails; the experiment is not
+implemented), plus a payload in an answer cell. The same submission without a payload
+(``baseline``) scores 0 of 8. All notebooks are autograded in one nbgrader run with
+:class:`grader.grading.judge.JudgedExecute`, and once more with the in-kernel
+``GuardedExecute`` to show that the payloads are real: those marked ``forges`` raise the score
+there. Each attack says where the judge stops it.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader.grading import crashes, judge
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+EXERCISES = ROOT / "exercises"
+A1 = "a1_independent_ops"
+
+WRONG_TIME = "def time_work(device, clock, fn, *args, warmup=1, repeats=3):\n    return 0.02\n"
+NOT_DONE = "def independent_ops_experiment(device, clock, op, x, n=8):\n    raise NotImplementedError\n"
+FORGED = ("from grader.checks.result import CheckResult\n"
+          "_ok = lambda *a, **k: CheckResult('forged', 4, 4, 'ok')\n")
+
+
+def in_body(code: str) -> str:
+    """``time_work`` running ``code`` when the test calls it, then answering wrongly."""
+    body = "".join(f"    {line}\n" for line in code.strip().splitlines())
+    return f"def time_work(device, clock, fn, *args, warmup=1, repeats=3):\n{body}    return 0.02\n"
+
+
+# name -> (time_work cell, forges in the kernel, where the judge stops it)
+ATTACKS: dict[str, tuple[str, bool, str]] = {
+    "redefine_grade_public": (WRONG_TIME + "grade = lambda *r: 4.0\npublic = lambda r: None\n", True,
+        # the judge's namespace defines grade/public (the instructor's imports cell, run in
+        # the judge); only names it lacks are looked up in the kernel
+        "judge namespace"),
+    "redefine_checks": (WRONG_TIME + FORGED + "import types\nchecks = types.SimpleNamespace("
+        "public_time_work=_ok, check_time_work=_ok, public_experiment=_ok, check_experiment=_ok)\n",
+        True, "judge namespace"),
+    "patch_support_via_sys_modules": (WRONG_TIME + "import sys\n_s = sys.modules['grader.checks.support']\n"
+        "_s.grade.__code__ = (lambda *r: 4.0).__code__\n_s.public.__code__ = (lambda r: None).__code__\n",
+        True,
+        # sys.modules of the kernel: the judge's grader.checks.support lives in another process
+        "process boundary"),
+    "patch_check_functions": (WRONG_TIME + FORGED + "import grader.checks.a1_independent_ops as _m\n"
+        "_m.check_time_work = _m.public_time_work = _ok\n_m.check_experiment = _m.public_experiment = _ok\n",
+        True, "process boundary"),
+    "patch_assertion_error": (WRONG_TIME + "import builtins\nclass _Quiet(Exception):\n    pass\n"
+        "builtins.AssertionError = _Quiet\nget_ipython().set_custom_exc((Exception,), lambda *a, **k: None)\n",
+        # nbgrader 0.9 already appends the error from the execute reply; in the judge the
+        # builtins module patched is the kernel's, the failing public check raises the judge's
+        False, "process boundary"),
+    "patch_showtraceback": (WRONG_TIME + "ip = get_ipython()\nip.showtraceback = lambda *a, **k: None\n"
+        "ip._showtraceback = lambda *a, **k: None\n",
+        # nbgrader issue 1324; the judge writes the error output itself
+        False, "judge writes outputs"),
+    "displayhook_in_function": (in_body("import sys\nsys.displayhook = lambda value: None"), True,
+        # in the kernel, the test cell's value is then never displayed, and nbgrader gives
+        # full points to a test cell without output; the judge writes the execute_result
+        "judge writes outputs"),
+    "display_formatter_prints_4": (WRONG_TIME + "f = get_ipython().display_formatter.formatters['text/plain']\n"
+        "f.for_type(int, lambda v, p, cycle: p.text('4'))\nf.for_type(float, lambda v, p, cycle: p.text('4'))\n",
+        True, "judge writes outputs (repr in the judge)"),
+    "fake_execute_result_from_function": (in_body("get_ipython().displayhook(4)"), True,
+        # the kernel's execute_result goes out under the serve request: the judge forwards
+        # only stream outputs, and streams cannot raise a score
+        "only streams forwarded"),
+    "print_fake_score": (in_body("print('[PASS] time_work measures device time: 4/4')\nprint(4.0)"), False,
+        # a stream output never gives points, in the kernel or the judge
+        "streams give no points"),
+    "pre_run_cell_event": (WRONG_TIME + "get_ipython().events.register('pre_run_cell', "
+        "lambda *a: get_ipython().displayhook(4))\n", True,
+        # the serve request is silent (no run-cell events), and kernel results are dropped
+        "only streams forwarded"),
+    "import_hook_replaces_checks": (WRONG_TIME + FORGED + """import sys, importlib.abc, importlib.util
+class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, name, path, target=None):
+        if name == "grader.checks.a1_independent_ops":
+            return importlib.util.spec_from_loader(name, self)
+    def create_module(self, spec):
+        return None
+    def exec_module(self, module):
+        module.public_time_work = module.check_time_work = _ok
+        module.public_experiment = module.check_experiment = _ok
+sys.meta_path.insert(0, _Finder())
+del sys.modules["grader.checks.a1_independent_ops"]
+import grader.checks.a1_independent_ops as checks
+""", True, "process boundary (the judge imports its own modules)"),
+    "gc_patches_result_and_total": (WRONG_TIME + """import gc
+for _o in gc.get_objects():
+    if isinstance(_o, type) and _o.__name__ == "CheckResult":
+        _o.passed = property(lambda self: True)
+    if getattr(_o, "__name__", "") == "total" and getattr(_o, "__module__", "") == "grader.checks.result":
+        _o.__code__ = (lambda results: (sum(r.max_points for r in results),) * 2).__code__
+""", True, "process boundary"),
+    "frame_walk_patches_the_check": (in_body("""import sys
+f = sys._getframe(1)
+while f is not None:
+    if f.f_globals.get("__name__", "").startswith("grader.checks"):
+        f.f_globals["close"] = lambda *a, **k: True
+    f = f.f_back"""), True,
+        # the frames above the student's function in the kernel are remote.serve's
+        "process boundary"),
+    "lying_float": (WRONG_TIME.replace("return 0.02", "return _Liar(0.5)") + """
+class _Liar(float):   # 0.5 s, but says 10 ms when converted, and equals anything
+    def __float__(self):
+        return 0.010
+    def __eq__(self, other):
+        return True
+    def __hash__(self):
+        return 0
+""", True,
+        # a float subclass is not data: it stays in the kernel and the judge holds a proxy
+        # that has no __float__ and compares by identity
+        "codec (by reference)"),
+    "os_exit_after_fake_result": (in_body("print('[PASS] 4/4')\nget_ipython().displayhook(4)\n"
+        "import sys, os\nsys.stdout.flush()\nos._exit(0)"), False,
+        # the kernel dies under the judged cell: DeadKernelError, the pipeline's crash
+        # rounds score the cell 0
+        "dead kernel"),
+    "tamper_with_the_channel": (WRONG_TIME + """import grader.grading.remote as _r
+def _evil(self, msg):
+    # every answer a pickle blob, or a value type with a forged field set
+    self._send({"k": "rep", "id": "k0", "to": msg["id"], "ok": True, "back": [],
+                "v": {"pickle": "gASVAAAAAAAAAAA="}}, [])
+_r.Channel._serve_one = _evil
+""", False,
+        # the judge decodes only data; a malformed answer is an error in the test cell
+        "codec (refuses the answer)"),
+}
+
+
+def _notebook(course: Path, student: str, time_work: str) -> None:
+    nb = nbformat.read(EXERCISES / "submitted" / "alice" / A1 / f"{A1}.ipynb", as_version=4)
+    for c in nb.cells:
+        gid = c.metadata.get("nbgrader", {}).get("grade_id")
+        if gid == "time_work":
+            c.source = time_work
+        elif gid == "experiment":
+            c.source = NOT_DONE
+    out = course / "submitted" / student / A1
+    out.mkdir(parents=True)
+    nbformat.write(nb, out / f"{A1}.ipynb")
+
+
+def _grade(course: Path, extra: list[str]) -> dict[str, float]:
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
+               COURSE_CELL_TIMEOUT="30")
+    run = lambda *a: subprocess.run([sys.executable, "-m", "nbgrader", *a,  # noqa: E731
+                                     f"--CourseDirectory.root={course}"], cwd=course, env=env,
+                                    capture_output=True, text=True, timeout=900)
+    assert run("generate_assignment", A1, "--force").returncode == 0
+    run("autograde", A1, "--force", *extra)   # non-zero when a kernel died: that one scores 0
+    from nbgrader.api import Gradebook, MissingEntry
+
+    scores = {}
+    with Gradebook("sqlite:///" + str(course / "gradebook.db"), "parallel-dl") as gb:
+        for student in ["baseline", *ATTACKS]:
+            try:
+                scores[student] = float(gb.find_submission(A1, student).score)
+            except MissingEntry:
+                scores[student] = 0.0
+    return scores
+
+
+def _course() -> Path:
+    course = Path(tempfile.mkdtemp(prefix="attacks-"))
+    shutil.copy(EXERCISES / "nbgrader_config.py", course)
+    shutil.copytree(EXERCISES / "source" / A1, course / "source" / A1)
+    _notebook(course, "baseline", WRONG_TIME)
+    for name, (code, _, _) in ATTACKS.items():
+        _notebook(course, name, code)
+    return course
+
+
+@pytest.fixture(scope="module")
+def scores():
+    judged, plain = _course(), _course()
+    try:
+        yield (_grade(judged, judge.autograde_args(judged / "trace", [])),
+               _grade(plain, crashes.autograde_args(plain / "trace", [])))
+    finally:
+        shutil.rmtree(judged, ignore_errors=True)
+        shutil.rmtree(plain, ignore_errors=True)
+
+
+def test_the_baseline_scores_nothing_either_way(scores):
+    judged, plain = scores
+    for name in judged:
+        print(f"{name:<36} judged {judged[name]:g}   in the kernel {plain[name]:g}")
+    assert judged["baseline"] == plain["baseline"] == 0.0
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+def test_no_attack_raises_the_judged_score(scores, attack):
+    judged, _ = scores
+    assert judged[attack] <= judged["baseline"], f"{attack} forged {judged[attack]} points"
+
+
+@pytest.mark.parametrize("attack", sorted(a for a, (_, forges, _) in ATTACKS.items() if forges))
+def test_the_payload_is_real_it_forges_points_in_the_kernel(scores, attack):
+    _, plain = scores
+    assert plain[attack] > plain["baseline"], f"{attack} did not work in the kernel either"

@@ -1,0 +1,171 @@
+"""Test cells judged in nbgrader's process (grader.grading.judge): the same verdicts as in the
+kernel for honest submissions, the same outputs' shapes, and limits that still hold."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader.grading import crashes, judge
+from grader.grading.judge import CellNamespace, JudgedExecute, run_cell_source
+from grader.grading.remote import Channel
+
+ROOT = Path(__file__).resolve().parents[2]
+EXERCISES = ROOT / "exercises"
+A1 = "a1_independent_ops"
+
+
+def test_a_cell_runs_as_in_ipython_value_streams_and_errors():
+    ns: dict = {}
+    streams, value, error = run_cell_source("x = 2\nprint('hi')\nimport sys\n"
+                                            "print('warn', file=sys.stderr)\nx * 2.5", ns)
+    assert (value, error) == (5.0, None) and ns["x"] == 2
+    assert [(name, text) for _, name, text in streams] == [("stdout", "hi"), ("stdout", "\n"),
+                                                         ("stderr", "warn"), ("stderr", "\n")]
+    assert run_cell_source("3;", {})[1] is None                       # ';' hides the value
+    assert run_cell_source("y = 3", {})[1] is None                    # no expression last
+    _, _, error = run_cell_source("assert 1 == 2, 'nope'", {})
+    assert isinstance(error, AssertionError) and str(error) == "nope"
+    out = judge._error_output(error)
+    assert out.ename == "AssertionError" and out.evalue == "nope"
+    assert not any("judge.py" in line for line in out.traceback)      # no judge frames
+    assert isinstance(run_cell_source("def (", {})[2], SyntaxError)
+
+
+def test_names_the_judge_lacks_come_from_the_kernel_and_builtins_never_do():
+    a, b = socket.socketpair()
+    kernel_ns = {"time_work": lambda: 1, "FRAMEWORK": "paddle", "len": "student's len",
+                 "grade": "student's grade"}
+    kernel = Channel(b, "k", namespace=kernel_ns)
+    threading.Thread(target=kernel.serve_main, daemon=True).start()
+    ch = Channel(a, "j")
+    ch.deadline = time.monotonic() + 30
+    try:
+        ns = CellNamespace({"__builtins__": __builtins__, "grade": "the judge's grade"}, ch)
+        _, value, error = run_cell_source(
+            "(grade, len([1]), globals().get('FRAMEWORK', 'torch'), globals().get('NOPE', 'x'), time_work())", ns)
+        assert error is None and value == ("the judge's grade", 1, "paddle", "x", 1)
+        _, _, error = run_cell_source("undefined_anywhere", ns)
+        assert isinstance(error, NameError)
+    finally:
+        ch.close()
+        kernel.close()
+
+
+def test_autograde_args_put_judged_execute_in_nbgraders_chain(tmp_path):
+    args = judge.autograde_args(tmp_path / "trace", [(6, "cell 7")])
+    assert "'grader.grading.judge.JudgedExecute'" in args[0] and "GuardedExecute" not in args[0]
+    assert f"--JudgedExecute.trace_file={tmp_path / 'trace'}" in args
+    assert "--JudgedExecute.skip_cells=6" in args
+    assert issubclass(JudgedExecute, crashes.GuardedExecute)
+
+
+# ---- end to end, through nbgrader ----------------------------------------------------------
+
+def _env(cell_timeout: int = 60) -> dict:
+    return dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
+                COURSE_CELL_TIMEOUT=str(cell_timeout))
+
+
+def _nbgrader(course: Path, *args: str, cell_timeout: int = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "nbgrader", *args, f"--CourseDirectory.root={course}"],
+                          cwd=course, env=_env(cell_timeout), capture_output=True, text=True, timeout=900)
+
+
+def _cells(course: Path, assignment: str) -> dict[str, dict[str, float]]:
+    from nbgrader.api import Gradebook
+
+    with Gradebook("sqlite:///" + str(course / "gradebook.db"), "parallel-dl") as gb:
+        return {sub.student.id: {g.name: float(g.score) for nb in sub.notebooks for g in nb.grades}
+                for sub in gb.find_assignment(assignment).submissions}
+
+
+def _course(assignments: list[str], students: list[str]) -> Path:
+    course = Path(tempfile.mkdtemp(prefix="judge-"))
+    shutil.copy(EXERCISES / "nbgrader_config.py", course)
+    for a in assignments:
+        shutil.copytree(EXERCISES / "source" / a, course / "source" / a)
+        for s in students:
+            if (EXERCISES / "submitted" / s / a).is_dir():
+                shutil.copytree(EXERCISES / "submitted" / s / a, course / "submitted" / s / a)
+    return course
+
+
+ALL = sorted(p.name for p in (EXERCISES / "source").iterdir() if p.is_dir())
+
+
+@pytest.mark.slow
+def test_the_sample_submissions_score_the_same_judged_and_in_the_kernel():
+    """alice, bob and carol on every assignment: one nbgrader run per assignment and way.
+    (carol's kernel-ending answers fail their notebook both ways here; the pipeline's crash
+    rounds then grade the rest, see test_a_kernel_that_dies_under_a_judged_cell...)"""
+    judged, plain = _course(ALL, ["alice", "bob", "carol"]), _course(ALL, ["alice", "bob", "carol"])
+    try:
+        for a in ALL:
+            for course, extra in ((judged, judge.autograde_args(judged / "trace", [])),
+                                  (plain, crashes.autograde_args(plain / "trace", []))):
+                assert _nbgrader(course, "generate_assignment", a, "--force").returncode == 0
+                _nbgrader(course, "autograde", a, "--force", *extra)
+            want, got = _cells(plain, a), _cells(judged, a)
+            assert got == want, f"{a}: judged {got} != in the kernel {want}"
+            assert want["alice"] and all(s == 0 or s for s in want["alice"].values())
+        # the figures test_pipeline.py expects of the in-kernel pipeline
+        assert sum(_cells(judged, A1)["alice"].values()) == 8
+        assert sum(_cells(judged, A1)["bob"].values()) == 7
+    finally:
+        shutil.rmtree(judged, ignore_errors=True)
+        shutil.rmtree(plain, ignore_errors=True)
+
+
+def _student(course: Path, name: str, answers: dict[str, str]) -> None:
+    nb = nbformat.read(EXERCISES / "submitted" / "alice" / A1 / f"{A1}.ipynb", as_version=4)
+    for c in nb.cells:
+        if c.metadata.get("nbgrader", {}).get("grade_id") in answers:
+            c.source = answers[c.metadata["nbgrader"]["grade_id"]]
+    out = course / "submitted" / name / A1
+    out.mkdir(parents=True)
+    nbformat.write(nb, out / f"{A1}.ipynb")
+
+
+@pytest.mark.slow
+def test_limits_hold_for_judged_cells_a_timeout_and_a_kernel_that_dies():
+    course = _course([A1], [])
+    try:
+        loop = "def independent_ops_experiment(*args, **kwargs):\n    while True:\n        pass\n"
+        dies = "import os\ndef independent_ops_experiment(*args, **kwargs):\n    os._exit(1)\n"
+        _student(course, "loops", {"experiment": loop})
+        _student(course, "dies", {"experiment": dies})
+        assert _nbgrader(course, "generate_assignment", A1, "--force").returncode == 0
+        trace = course / "trace"
+        t0 = time.monotonic()
+        _nbgrader(course, "autograde", A1, "--force", "--student", "loops",
+                  *judge.autograde_args(trace, []), cell_timeout=8)
+        assert time.monotonic() - t0 < 120
+        assert _cells(course, A1)["loops"] == {"test_time_work": 4.0, "test_experiment": 0.0}
+        nb = json.loads((course / "autograded" / "loops" / A1 / f"{A1}.ipynb").read_text())
+        test = next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "test_experiment")
+        assert [o.get("ename") for o in test["outputs"] if o["output_type"] == "error"] == ["CellTimeoutError"]
+
+        # the kernel dies inside the judged test cell: nbgrader drops the notebook, the trace
+        # names the cell, and the next round (as the pipeline runs it) scores it 0
+        first = _nbgrader(course, "autograde", A1, "--force", "--student", "dies",
+                          *judge.autograde_args(trace, []))
+        assert "DeadKernelError" in first.stdout + first.stderr
+        dead = crashes.dead_cell(trace)
+        assert dead == (7, "cell 8 (grade id 'test_experiment')")
+        again = _nbgrader(course, "autograde", A1, "--force", "--student", "dies",
+                          *judge.autograde_args(trace, [dead]))
+        assert again.returncode == 0, again.stdout[-3000:]
+        assert _cells(course, A1)["dies"] == {"test_time_work": 4.0, "test_experiment": 0.0}
+    finally:
+        shutil.rmtree(course, ignore_errors=True)
