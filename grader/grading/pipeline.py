@@ -34,15 +34,17 @@ import subprocess
 import sys
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import procs
-from .config import GradingConfig, Limits, load, with_overrides
+from .config import GradingConfig, load, with_overrides
 from .item import Outcome, api, submission_sha256
 from .progress import Progress, summary
 
 __all__ = ["Outcome", "GradingRun", "grade_course", "assignments", "students"]
+
+WAIT_S = 5.0   # how often a machine with nothing left to claim looks at the others' jobs
 
 
 @dataclass
@@ -92,6 +94,17 @@ def _assignment_digest(course: Path, assignment: str) -> str:
     for p in sorted((course / "source" / assignment).glob("*.ipynb")):
         h.update(p.read_bytes())
     return h.hexdigest()
+
+
+def _in_gradebook(cfg: GradingConfig, assignment: str) -> bool:
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(cfg.db_url, "parallel-dl") as gb:
+        try:
+            gb.find_assignment(assignment)
+            return True
+        except MissingEntry:
+            return False
 
 
 def _export(cfg: GradingConfig, to: Path) -> None:
@@ -219,11 +232,18 @@ def grade_course(course: str | Path = "exercises", *, only_students: list[str] |
     ledger = Ledger(cfg.db_url)
     with _course_lock(course):
         nbg = api(course)
-        for a in names:  # before any autograde
+        digest = {a: _assignment_digest(course, a) for a in names}
+        for a in names:  # before any autograde; again only when the source changed, so a
+            # second grading machine does not rewrite what the first is grading with
+            stamp = course / "reports" / "generated" / f"{a}.sha256"
+            if stamp.exists() and stamp.read_text() == digest[a] and _in_gradebook(cfg, a) \
+                    and (course / "release" / a).is_dir():
+                continue
             res = nbg.generate_assignment(a, force=True)
             if not res["success"]:
                 raise RuntimeError(f"generate_assignment {a} failed:\n{res.get('error', '')[-3000:]}")
-        digest = {a: _assignment_digest(course, a) for a in names}
+            stamp.parent.mkdir(exist_ok=True)
+            stamp.write_text(digest[a])
         if regrade:
             for s, a in scope:
                 ledger.forget(student=s, assignment=a)
@@ -238,7 +258,17 @@ def grade_course(course: str | Path = "exercises", *, only_students: list[str] |
     if todo:
         only = None if (only_students is None and only_assignments is None) else [list(x) for x in scope]
         try:
-            _run_workers(cfg, n, {k: v for k, v in overrides.items()}, only, progress, ledger)
+            while True:
+                _run_workers(cfg, n, overrides, only, progress, ledger)
+                left = [x for x in scope if x not in {(r["student"], r["assignment"])
+                                                       for r in ledger.results()}]
+                if not left:
+                    break
+                # Jobs another grading machine is working on: wait for them (or for their
+                # lease to run out, when a worker here takes them over).
+                if progress:
+                    progress.note(f"waiting for {len(left)} submissions being graded elsewhere")
+                time.sleep(WAIT_S)
         finally:
             if progress:
                 progress.close()

@@ -65,6 +65,12 @@ class Progress:
         cols = 160
         print("\r" + line[:cols].ljust(cols), end="", file=self.stream, flush=True)
 
+    def note(self, text: str) -> None:
+        if self.tty:
+            print("\r" + (self._line() + "  " + text)[:160].ljust(160), end="", file=self.stream, flush=True)
+        else:
+            print(f"{self._line()}  {text}", file=self.stream, flush=True)
+
     def close(self) -> None:
         if self.tty:
             print(file=self.stream, flush=True)
