@@ -144,7 +144,10 @@ def as_cli_args(config: Config) -> list[str]:
 def kernel_end(runtime_dir: Path) -> str | None:
     """How the last sandboxed kernel of this runtime dir ended: ``"SIGXCPU"``, ``"exit 0"``...
 
-    ``None`` while no kernel has ended (or the launcher was killed before it could say).
+    Read it when the kernel died while a cell ran (nbclient's ``DeadKernelError``): after a
+    normal end it is ``"exit 0"``, or ``"SIGTERM"`` when the client stopped the kernel
+    (nbgrader shuts kernels down "immediately", which is a SIGTERM). ``None`` while no
+    kernel has ended, or when the launcher itself was killed before it could say.
     """
     try:
         end = json.loads((Path(runtime_dir) / "kernel_end.json").read_text())

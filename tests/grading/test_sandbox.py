@@ -357,7 +357,9 @@ def test_sigint_and_sigterm_to_the_launcher_reach_the_kernel(sandboxed, tmp_path
 
 
 def test_the_launcher_refuses_a_folder_that_holds_what_it_protects(sandboxed, tmp_path):
-    sandbox.prepare(LIMITS, CFG, SLOT, tmp_path / "rt")
+    env, config = sandbox.prepare(LIMITS, CFG, SLOT, tmp_path / "rt")
+    assert sandbox.as_cli_args(config) == [  # the same config, as nbgrader options
+        "--KernelManager.transport=ipc", f"--KernelManager.ip={tmp_path / 'rt/ipc/k'}"]
     conn = tmp_path / "conn.json"
     conn.write_text("{}")
     before = tmp_path.stat().st_uid
