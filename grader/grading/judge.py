@@ -215,8 +215,11 @@ class JudgedExecute(GuardedExecute):
                 result = ([], None, e)
             loop.call_soon_threadsafe(lambda: done.done() or done.set_result(result))
 
+        streams_before = sys.stdout, sys.stderr
         threading.Thread(target=judge, name=f"judge-cell-{index}", daemon=True).start()
         streams, value, error = await self._watch(done, dead, state, deadline)
+        if error is _HUNG:     # the abandoned thread still holds the captured streams
+            sys.stdout, sys.stderr = streams_before
         timed_out = isinstance(error, RemoteTimeout) or error is _HUNG
         if timed_out:
             await self._ensure_async(self.km.interrupt_kernel())

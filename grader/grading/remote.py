@@ -423,9 +423,10 @@ class Channel:
                     raise ProtocolError("not a message")
                 header["buffers"] = buffers
                 self._route(header)
-        except (OSError, ValueError, ProtocolError, struct.error, EOFError) as e:
-            self._close(f"{type(e).__name__}: {e}" if not isinstance(e, EOFError) else
-                        "the notebook's kernel closed the connection")
+        except EOFError:
+            self._close("the notebook's kernel closed the connection")
+        except BaseException as e:  # noqa: BLE001 - garbage, a memory limit: the channel ends
+            self._close(f"{type(e).__name__}: {e}")
 
     def _read_exact(self, n: int) -> bytes:
         chunks, left = [], n

@@ -70,6 +70,54 @@ def test_autograde_args_put_judged_execute_in_nbgraders_chain(tmp_path):
     assert issubclass(JudgedExecute, crashes.GuardedExecute)
 
 
+# ---- every answer of the check suites, through the channel ----------------------------------
+
+SUITES = {
+    "a1_independent_ops": [("check_time_work", "time_work"), ("check_experiment", "independent_ops_experiment")],
+    "a2_small_ops": [("check_time_on_streams", "time_on_streams"), ("check_speedups", "stream_speedups")],
+    "a3_compute_comm": [("check_sequential", "sequential"), ("check_overlapped", "overlapped")],
+    "a4_profile_trace": [("check_record_trace", "record_trace"),
+                         ("check_chrome_overlap", "overlap_from_chrome_trace")],
+}
+
+
+def _answer_sets():
+    import importlib
+
+    for a in SUITES:
+        sol = importlib.import_module(f"tests.checks.{a[:2]}_solutions")
+        yield a, "reference", {}
+        for name, answers in sol.CORRECT.items():
+            yield a, f"correct:{name}", answers
+        for name, (answers, *_) in sol.WRONG.items():
+            yield a, f"wrong:{name}", answers
+
+
+@pytest.mark.parametrize("assignment, name, answers", list(_answer_sets()),
+                         ids=[f"{a[:2]}-{n}" for a, n, _ in _answer_sets()])
+def test_every_suite_answer_gets_the_same_verdict_through_the_channel(assignment, name, answers):
+    """tests/checks' correct solutions and typical mistakes, their functions living on the
+    kernel side of a channel (as when judged): the same points and messages as in-process."""
+    import importlib
+
+    from tests.checks.notebooks import namespace
+
+    checks = importlib.import_module(f"grader.checks.{assignment}")
+    direct = [getattr(checks, c)(namespace(assignment, answers)[f]) for c, f in SUITES[assignment]]
+    a, b = socket.socketpair()
+    kernel = Channel(b, "k", namespace=namespace(assignment, answers))
+    threading.Thread(target=kernel.serve_main, daemon=True).start()
+    ch = Channel(a, "j")
+    ch.deadline = time.monotonic() + 120
+    try:
+        judged = [getattr(checks, c)(ch.request("global", name=f)) for c, f in SUITES[assignment]]
+    finally:
+        ch.close()
+        kernel.close()
+    # (what was "seen" may differ where an answer reads the wall clock: calls take longer)
+    assert [(r.points, r.message) for r in judged] == [(r.points, r.message) for r in direct]
+
+
 # ---- end to end, through nbgrader ----------------------------------------------------------
 
 def _env(cell_timeout: int = 60) -> dict:

@@ -309,3 +309,27 @@ def test_serve_creates_the_socket_in_the_folder_and_the_judge_connects(tmp_path,
     ch.stop()
     t.join(5)
     assert not t.is_alive()
+
+
+@pytest.mark.parametrize("framework", ["torch", pytest.param("paddle", marks=pytest.mark.slow)])
+def test_tensors_cross_as_tensors_keep_identity_and_in_place_changes(framework):
+    from grader.lab.backends import get_backend
+
+    a, b = socket.socketpair()
+    ns: dict = {}
+    in_place = "t.mul_(2)" if framework == "torch" else "import paddle\n    paddle.assign(t * 2, output=t)"
+    exec(f"def scale(t):\n    {in_place}\n\ndef pair(d):\n    return [d['w'], d['w'] * 1]\n", ns)
+    kernel = Channel(b, "k", namespace=ns)
+    threading.Thread(target=kernel.serve_main, daemon=True).start()
+    judge = Channel(a, "j")
+    judge.deadline = time.monotonic() + 60
+    try:
+        t = get_backend(framework).from_numpy(np.arange(3, dtype=np.float32), "cpu")
+        fn(judge, "scale")(t)                    # changed in place in the kernel
+        assert np.array_equal(np.asarray(t.numpy()), [0, 2, 4])
+        same, other = fn(judge, "pair")({"w": t})
+        assert same is t and type(other) is type(t) and other is not t
+        assert str(other.dtype).endswith("float32")
+    finally:
+        judge.close()
+        kernel.close()
