@@ -127,19 +127,14 @@ def max_score(db_url: str, assignment: str) -> float:
 
 
 def _limit_note(ename: str, evalue: str, gid: str, cfg: GradingConfig) -> str | None:
-    lim = cfg.limits
+    """The note for a cell that failed because it hit a limit of ``course.toml``."""
+    from .sandbox import describe_limit_hit
+
     if ename == "CellTimeoutError":
-        return (f"cell {gid} ran longer than the {lim.cell_timeout_s} s per-cell limit and was "
-                "stopped (an endless loop?)")
-    if ename == "MemoryError":
-        return f"cell {gid} ran out of memory (limit {lim.memory_gb:g} GB) and was stopped"
-    if "File too large" in evalue or "EFBIG" in evalue:
-        return f"cell {gid} wrote a file larger than the {lim.file_size_mb} MB limit"
-    if ename in ("BlockingIOError",) or "Resource temporarily unavailable" in evalue \
-            or "can't start new thread" in evalue:
-        return (f"cell {gid} started more processes or threads than the limit "
-                f"({lim.processes}) allows")
-    return None
+        what = describe_limit_hit("KeyboardInterrupt", cfg.limits)
+        return f"cell {gid}: {what} and the cell was stopped (an endless loop?)"
+    what = describe_limit_hit(f"{ename}: {evalue}", cfg.limits)
+    return f"cell {gid}: {what}" if what else None
 
 
 def _notes(course: Path, student: str, assignment: str, cfg: GradingConfig) -> list[str]:
@@ -268,9 +263,11 @@ class Watchdog:
 
 
 def grade_one(cfg: GradingConfig, student: str, assignment: str, *, kernel_config=None,
-              kill_kernels: Callable[[], None] = lambda: None, logs: Path | None = None) -> Outcome:
+              kill_kernels: Callable[[], None] = lambda: None, logs: Path | None = None,
+              kernel_end: Callable[[], str | None] = lambda: None) -> Outcome:
     """Grade one submission; ``kernel_config`` (traitlets Config) starts kernels in the
-    sandbox; ``kill_kernels`` ends this worker's kernels when the notebook limit is hit."""
+    sandbox; ``kill_kernels`` ends this worker's kernels when the notebook limit is hit;
+    ``kernel_end`` says how the last kernel ended (a signal of a limit, see sandbox)."""
     course, lim = cfg.course, cfg.limits
     t0 = time.perf_counter()
     top = max_score(cfg.db_url, assignment)
@@ -281,6 +278,7 @@ def grade_one(cfg: GradingConfig, student: str, assignment: str, *, kernel_confi
         o.seconds = time.perf_counter() - t0
         return o
     skip: list[tuple[int, str]] = []  # (index, label) of cells that ended the kernel
+    ended: dict[tuple[int, str], str | None] = {}   # how (a signal), where the sandbox saw it
     # Where this process notes the running cell: a private folder the kernel cannot see.
     trace_dir = Path(tempfile.mkdtemp(prefix="grading-trace-"))
     trace = trace_dir / "cell"
@@ -304,6 +302,7 @@ def grade_one(cfg: GradingConfig, student: str, assignment: str, *, kernel_confi
             if why[0] != "crashed" or dead is None or dead in skip:
                 break
             skip.append(dead)          # and grade again without it
+            ended[dead] = kernel_end()
     shutil.rmtree(trace_dir, ignore_errors=True)
     if logs is not None:
         (logs / f"{student}-{assignment}.log").write_text("".join(log_all))
@@ -315,8 +314,8 @@ def grade_one(cfg: GradingConfig, student: str, assignment: str, *, kernel_confi
         o = Outcome(student, assignment, 0.0, top, *_why_failed(log))
     else:
         score, top, cells = _scores(cfg.db_url, student, assignment)
-        notes = [f"{label} ended the Python kernel (os._exit, a crash, a kill or the CPU time "
-                 "limit): not run, scored 0" for _, label in skip]
+        notes = [f"{label} ended the Python kernel ({_ended(ended.get((i, label)), cfg)}): "
+                 "not run, scored 0" for i, label in skip]
         notes += _notes(course, student, assignment, cfg)
         o = Outcome(student, assignment, score, top, "graded", "; ".join(notes), cells=cells,
                     killed=[label for _, label in skip])
@@ -329,6 +328,13 @@ def grade_one(cfg: GradingConfig, student: str, assignment: str, *, kernel_confi
         _feedback(course, o, logs)
     o.seconds = time.perf_counter() - t0
     return o
+
+
+def _ended(signal_name: str | None, cfg: GradingConfig) -> str:
+    from .sandbox import describe_limit_hit
+
+    why = describe_limit_hit(signal_name, cfg.limits) if signal_name else None
+    return why or "os._exit, a crash or a kill"
 
 
 def _feedback(course: Path, o: Outcome, logs: Path | None) -> None:

@@ -32,6 +32,21 @@ from .item import Outcome, grade_one, max_score
 LEASE_S = 90.0        # a job whose worker stops renewing is free again after this long
 
 
+def sandbox_slot(cfg: GradingConfig, slot: int, tries: int = 256):
+    """A sandbox slot no other grading process on this host holds (kernels of one slot share
+    a uid, and RLIMIT_NPROC counts per uid): ``(k, lock file)``; keep the file open."""
+    import fcntl
+
+    for k in [slot, *range(tries)]:
+        f = open(f"/tmp/.course-grading-uid-{cfg.sandbox.uid_base + k}.lock", "w")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return k, f
+        except BlockingIOError:
+            f.close()
+    raise SystemExit(f"no free sandbox uid in {cfg.sandbox.uid_base}..{cfg.sandbox.uid_base + tries}")
+
+
 def sandbox_setup(cfg: GradingConfig, slot: int, runtime: Path):
     """(env, kernel Config) that start this slot's kernels in the sandbox; mode "none":
     the plain kernel."""
@@ -83,8 +98,16 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["COURSE_CELL_TIMEOUT"] = str(cfg.limits.cell_timeout_s)
     runtime = Path(tempfile.mkdtemp(prefix=f"grading-slot{a.slot}-"))
     os.chmod(runtime, 0o711)
-    env, kernel_config = sandbox_setup(cfg, a.slot, runtime)
+    uid_slot, _lock = sandbox_slot(cfg, a.slot)
+    env, kernel_config = sandbox_setup(cfg, uid_slot, runtime)
     os.environ.update(env)
+
+    def kernel_end() -> str | None:
+        try:
+            from .sandbox import kernel_end as read
+        except ImportError:
+            return None
+        return read(runtime)
 
     from .ledger import Ledger
 
@@ -114,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         renew.start()
         try:
             o = grade_one(cfg, job.student, job.assignment, kernel_config=kernel_config,
-                          kill_kernels=procs.kill_descendants, logs=logs)
+                          kill_kernels=procs.kill_descendants, logs=logs, kernel_end=kernel_end)
         except Exception as e:  # noqa: BLE001 - a fault of the grader, not of the student
             (logs / f"{job.student}-{job.assignment}.grader-error.log").write_text(traceback.format_exc())
             try:
