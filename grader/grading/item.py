@@ -330,6 +330,9 @@ def grade_one(cfg: GradingConfig, student: str, assignment: str, *, kernel_confi
     return o
 
 
+_FEEDBACK: dict = {}   # course -> OneStudentFeedback, kept for the worker's life
+
+
 def _ended(signal_name: str | None, cfg: GradingConfig) -> str:
     from .sandbox import describe_limit_hit
 
@@ -339,7 +342,10 @@ def _ended(signal_name: str | None, cfg: GradingConfig) -> str:
 
 def _feedback(course: Path, o: Outcome, logs: Path | None) -> None:
     """nbgrader's feedback page for one graded student (no kernel is involved)."""
-    res = api(course).generate_feedback(o.assignment, student_id=o.student, force=True)
+    if course not in _FEEDBACK:
+        from .feedback import OneStudentFeedback
+        _FEEDBACK[course] = OneStudentFeedback(api(course))
+    res = _FEEDBACK[course](o.assignment, o.student)
     pages = list((course / "feedback" / o.student / o.assignment).glob("*.html"))
     if res.get("success") and pages:
         if o.killed:
