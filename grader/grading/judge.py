@@ -92,12 +92,19 @@ class CellNamespace(dict):
 
 
 class _Capture:
-    """Stands in for ``sys.stdout`` / ``sys.stderr`` while a test cell runs in the judge."""
+    """Stands in for ``sys.stdout`` / ``sys.stderr`` while a test cell runs in the judge. Only
+    the cell's own threads (the one running it, and those answering the kernel's calls) write
+    into the cell; any other thread of this process (a grading worker's heartbeat printing an
+    error) still writes where it did: a stray ``stderr`` line would cost the student the cell."""
 
-    def __init__(self, name: str, sink: list, lock: threading.Lock) -> None:
-        self.name, self.sink, self.lock = name, sink, lock
+    def __init__(self, name: str, sink: list, lock: threading.Lock, owner: threading.Thread,
+                 original) -> None:
+        self.name, self.sink, self.lock, self.owner, self.original = name, sink, lock, owner, original
 
     def write(self, text: str) -> int:
+        me = threading.current_thread()
+        if me is not self.owner and not me.name.startswith("remote-j"):
+            return self.original.write(text)
         with self.lock:
             self.sink.append((time.time(), self.name, str(text)))
         return len(text)
@@ -116,7 +123,9 @@ def run_cell_source(source: str, ns: dict, filename: str = "<test cell>") -> tup
     streams: list = []
     lock = threading.Lock()
     old = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = _Capture("stdout", streams, lock), _Capture("stderr", streams, lock)
+    me = threading.current_thread()
+    sys.stdout = _Capture("stdout", streams, lock, me, old[0])
+    sys.stderr = _Capture("stderr", streams, lock, me, old[1])
     value, error = None, None
     try:
         lines = source.splitlines(keepends=True)
@@ -221,7 +230,7 @@ class JudgedExecute(GuardedExecute):
         if error is _HUNG:     # the abandoned thread still holds the captured streams
             sys.stdout, sys.stderr = streams_before
         timed_out = isinstance(error, RemoteTimeout) or error is _HUNG
-        if timed_out:
+        if timed_out and not dead.is_set():
             await self._ensure_async(self.km.interrupt_kernel())
         if not dead.is_set() and not await self._finished(reply, iopub):
             dead.set()

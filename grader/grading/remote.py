@@ -453,7 +453,8 @@ class Channel:
         elif self.side == "k" and msg.get("parent") is None:
             self._main.put(msg)
         else:
-            threading.Thread(target=self._serve_one, args=(msg,), daemon=True).start()
+            threading.Thread(target=self._serve_one, args=(msg,), daemon=True,
+                             name=f"remote-{self.side}-call").start()
 
     def _close(self, reason: str) -> None:
         if not self.closed.is_set():

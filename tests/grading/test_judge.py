@@ -42,6 +42,23 @@ def test_a_cell_runs_as_in_ipython_value_streams_and_errors():
     assert isinstance(run_cell_source("def (", {})[2], SyntaxError)
 
 
+def test_only_the_cells_own_threads_write_into_the_cell(capsys):
+    """Another thread of the grading process (a worker's heartbeat printing a database error)
+    must not put a stderr line into a student's test cell: that would cost the cell."""
+    go, done = threading.Event(), threading.Event()
+
+    def heartbeat():
+        go.wait(5)
+        print("database hiccup", file=sys.stderr)
+        done.set()
+
+    threading.Thread(target=heartbeat, daemon=True).start()
+    streams, _, error = run_cell_source("print('own')\n_go.set()\n_done.wait(5)", {"_go": go, "_done": done})
+    assert error is None and done.is_set()
+    assert "".join(t for _, _, t in streams) == "own\n"
+    assert "database hiccup" in capsys.readouterr().err
+
+
 def test_names_the_judge_lacks_come_from_the_kernel_and_builtins_never_do():
     a, b = socket.socketpair()
     kernel_ns = {"time_work": lambda: 1, "FRAMEWORK": "paddle", "len": "student's len",
