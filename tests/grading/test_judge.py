@@ -135,6 +135,70 @@ def test_every_suite_answer_gets_the_same_verdict_through_the_channel(assignment
     assert [(r.points, r.message) for r in judged] == [(r.points, r.message) for r in direct]
 
 
+def _through_channel(namespace: dict, fn):
+    """``fn(proxy_of)``, where ``proxy_of(name)`` is the judge's proxy of ``namespace[name]``
+    living on the kernel side of a channel."""
+    a, b = socket.socketpair()
+    kernel = Channel(b, "k", namespace=namespace)
+    threading.Thread(target=kernel.serve_main, daemon=True).start()
+    ch = Channel(a, "j")
+    ch.deadline = time.monotonic() + 300
+    try:
+        return fn(lambda name: ch.request("global", name=name))
+    finally:
+        ch.close()
+        kernel.close()
+
+
+def _a5_a8_cases():
+    from tests.checks import a5_solutions, a8_solutions
+
+    for name in sorted(n for n in vars(a5_solutions) if callable(getattr(a5_solutions, n))
+                       and not n.startswith("_") and getattr(a5_solutions, n).__module__ == a5_solutions.__name__):
+        yield "a5_dependencies", "grade", a5_solutions, name
+    for name in sorted(n for n in vars(a8_solutions) if n.startswith(("predict_", "choose_"))):
+        yield "a8_placements", "check_predictions" if name.startswith("predict") else "check_choices", a8_solutions, name
+
+
+@pytest.mark.parametrize("assignment, check, module, name", list(_a5_a8_cases()),
+                         ids=[f"{a[:2]}-{n}" for a, _, _, n in _a5_a8_cases()])
+def test_a5_and_a8_answers_get_the_same_verdict_through_the_channel(assignment, check, module, name):
+    import importlib
+
+    checks = importlib.import_module(f"grader.checks.{assignment}")
+    as_list = lambda r: r if isinstance(r, list) else [r]  # noqa: E731
+    direct = as_list(getattr(checks, check)(getattr(module, name)))
+    judged = _through_channel(vars(module), lambda get: as_list(getattr(checks, check)(get(name))))
+    assert [(r.points, r.message) for r in judged] == [(r.points, r.message) for r in direct]
+
+
+def _a6_cases():
+    from tests.checks import a6_solutions as sol
+
+    yield pytest.param(sol.REFERENCE, "torch", id="reference")
+    yield pytest.param(sol.BY_HAND, "torch", id="by_hand")
+    yield pytest.param(sol.STACKED, "torch", id="stacked")
+    for bad in ("replicate_shared", "replicate_same_tensors", "parallel_apply_sequential",
+                "parallel_apply_reversed", "gather_reversed", "reduce_summed", "reduce_plain_mean",
+                "reduce_twice", "scatter_drops"):
+        piece = bad.split("_")[0].replace("parallel", "parallel_apply").replace("reduce", "reduce_gradients")
+        yield pytest.param(sol.with_(**{piece: getattr(sol, bad)}), "torch", id=bad)
+    yield pytest.param(sol.PADDLE, "paddle", id="paddle")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pieces, framework", list(_a6_cases()))
+def test_a6_pieces_get_the_same_verdict_through_the_channel(pieces, framework):
+    """Identity (shared replicas), in-place changes, concurrent callbacks (parallel_apply's
+    probe) and tensors of both frameworks, as the judge sees them."""
+    from grader.checks import a6_data_parallel as a6
+
+    direct = a6.grade(pieces, framework)
+    ns = {f"piece_{k}": v for k, v in pieces.items()}
+    judged = _through_channel(ns, lambda get: a6.grade({k: get(f"piece_{k}") for k in pieces}, framework))
+    assert [(r.points, r.message) for r in judged] == [(r.points, r.message) for r in direct]
+
+
 # ---- end to end, through nbgrader ----------------------------------------------------------
 
 def _env(cell_timeout: int = 60) -> dict:
