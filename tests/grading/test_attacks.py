@@ -213,3 +213,13 @@ def test_no_attack_raises_the_judged_score(scores, attack):
 def test_the_payload_is_real_it_forges_points_in_the_kernel(scores, attack):
     _, plain = scores
     assert plain[attack] > plain["baseline"], f"{attack} did not work in the kernel either"
+
+
+@pytest.mark.xfail(strict=True, reason="known limit: a7's messages are counted inside the rank "
+                   "processes, which run the student's code (exercises/GRADING.md, Verdicts)")
+def test_a7_message_counts_cannot_be_forged():
+    from grader.checks import a7_ring_allreduce as a7
+    from tests.grading.attacks import a7_forged
+
+    results = a7.check_ring_all_reduce(a7_forged.ring_all_reduce, "torch")
+    assert sum(r.points for r in results) < 6, [r.text() for r in results]

@@ -1,0 +1,1 @@
+"""Payloads of the attack tests that must live in an importable module."""
