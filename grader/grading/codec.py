@@ -14,6 +14,8 @@ tree plus raw byte buffers; decoding builds only:
   fields, e.g. a :class:`grader.lab.Timeline` that ``record_trace`` returns);
 - exceptions, as ``(type name, message, where)`` (raised by :mod:`remote` on the caller's
   side);
+- a torch tensor sharing storage with one the receiver sent (``x.detach()``) as a view of
+  the receiver's tensor (checked against its storage's bounds);
 - everything else as a *handle*: a number naming an object that stays on its side. The other
   side gets a proxy (:mod:`remote`), and a handle coming back names the original object.
 
@@ -92,8 +94,10 @@ class Encoder:
     answered to their position in that request (they go back as ``{"e": i}``)."""
 
     def __init__(self, side: str, export: Callable[[Any], tuple[str, int, str, bool]],
-                 echo: dict[int, int] | None = None) -> None:
+                 echo: dict[int, int] | None = None,
+                 views: dict[int, tuple[int, Any]] | None = None) -> None:
         self.side, self.export, self.echo = side, export, echo or {}
+        self.views = views or {}   # storage address -> (request position, torch tensor)
         self.buffers: list[bytes] = []
         self.memo: list[Any] = []          # by-value objects, in encoding order
         self._seen: dict[int, int] = {}
@@ -130,6 +134,14 @@ class Encoder:
         if np is not None and isinstance(obj, np.generic) and obj.dtype.kind in _DTYPE_KINDS:
             return {"g": self._array(np.asarray(obj))}
         fw = tensor_framework(obj)
+        if fw == "torch" and self.views and obj.device.type == "cpu":
+            base = self.views.get(obj.untyped_storage().data_ptr())
+            if base is not None and base[1].dtype == obj.dtype:
+                # a new tensor on the storage of one the caller sent (x.detach(), x.view(...)):
+                # it comes back as a view of the caller's tensor, so sharing stays visible
+                n = self._remember(obj)
+                return {"V": [base[0], list(obj.shape), list(obj.stride()), obj.storage_offset()],
+                        "n": n}
         if fw:
             n = self._remember(obj)
             grad = (not obj.stop_gradient) if fw == "paddle" else bool(obj.requires_grad)
@@ -221,6 +233,20 @@ class Decoder:
                 out = kind(d(v) for v in node[tag])
                 self.memo[int(node["n"])] = out
                 return out
+        if "V" in node:
+            if self._echo is None:
+                raise ProtocolError("view outside a reply")
+            i, shape, stride, offset = node["V"]
+            base = self._echo(int(i))
+            if tensor_framework(base) != "torch":
+                raise ProtocolError("a view of something that is not a tensor")
+            try:
+                out = base.detach().as_strided([int(x) for x in shape], [int(x) for x in stride],
+                                               int(offset))
+            except RuntimeError as e:
+                raise ProtocolError(f"bad view: {e}") from None
+            self.memo[int(node["n"])] = out
+            return out
         if "T" in node:
             fw, dtype, grad = node["T"]
             out = self._tensor(str(fw), str(dtype), bool(grad), self._array(node["a"]))

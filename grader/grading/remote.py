@@ -342,7 +342,7 @@ class Channel:
                     raise
                 ok, value = False, e
             echo = {id(o): i for i, o in dec.memo.items()}
-            enc = Encoder(self.side, self._export, echo)
+            enc = Encoder(self.side, self._export, echo, _storages(dec.memo))
             header = {"k": "rep", "id": f"{self.side}{next(self._ids)}", "to": msg["id"], "ok": ok}
             if ok:
                 try:
@@ -354,6 +354,7 @@ class Channel:
             # arguments changed in place go back by value (after the answer, so that the
             # answer's references to them stay echoes of the caller's objects)
             header["back"] = []
+            enc.views = {}     # the values themselves, not views of the caller's tensors
             for i, fp in snapshots.items():
                 if _fingerprint(dec.memo[i]) != fp:
                     enc.echo.pop(id(dec.memo[i]), None)
@@ -495,6 +496,17 @@ def _denied(obj: Any) -> bool:
             return True
         return isinstance(obj, types.BuiltinFunctionType) and getattr(obj, "__name__", "") in _DENIED_BUILTINS
     return False
+
+
+def _storages(memo: dict[int, Any]) -> dict[int, tuple[int, Any]]:
+    """Storage address -> (position, tensor) of the torch tensors a request carried."""
+    from .codec import tensor_framework
+
+    out = {}
+    for i, o in memo.items():
+        if tensor_framework(o) == "torch" and o.device.type == "cpu":
+            out.setdefault(o.untyped_storage().data_ptr(), (i, o))
+    return out
 
 
 def _mutable_array(obj: Any) -> bool:

@@ -184,6 +184,12 @@ def _a6_cases():
         piece = bad.split("_")[0].replace("parallel", "parallel_apply").replace("reduce", "reduce_gradients")
         yield pytest.param(sol.with_(**{piece: getattr(sol, bad)}), "torch", id=bad)
     yield pytest.param(sol.PADDLE, "paddle", id="paddle")
+    # replicas that share storage without sharing objects (a view per replica)
+    yield pytest.param(sol.with_(replicate=_replicate_detached), "torch", id="replicate_detached")
+
+
+def _replicate_detached(params, n):
+    return [{k: v.detach() for k, v in params.items()} for _ in range(n)]
 
 
 @pytest.mark.slow

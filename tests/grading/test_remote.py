@@ -145,6 +145,7 @@ def test_the_codec_sends_objects_it_does_not_know_as_handles_and_rebuilds_value_
     ({"f": "__import__('os')"}, []),
     ({"T": ["torch", "__class__", False], "a": ["<f4", [1], 0], "n": 0}, [b"\x00" * 4]),
     ({"pickle": "gASVAAAAAA=="}, []),
+    ({"V": [0, [4], [1], 0], "n": 0}, []),                          # a view outside a reply
 ])
 def test_malformed_or_dangerous_values_are_refused(tree, buffers):
     with pytest.raises(ProtocolError):
@@ -318,7 +319,8 @@ def test_tensors_cross_as_tensors_keep_identity_and_in_place_changes(framework):
     a, b = socket.socketpair()
     ns: dict = {}
     in_place = "t.mul_(2)" if framework == "torch" else "import paddle\n    paddle.assign(t * 2, output=t)"
-    exec(f"def scale(t):\n    {in_place}\n\ndef pair(d):\n    return [d['w'], d['w'] * 1]\n", ns)
+    exec(f"def scale(t):\n    {in_place}\n\ndef pair(d):\n    return [d['w'], d['w'] * 1]\n"
+         "def view(t):\n    return t.detach()[1:]\n", ns)
     kernel = Channel(b, "k", namespace=ns)
     threading.Thread(target=kernel.serve_main, daemon=True).start()
     judge = Channel(a, "j")
@@ -329,6 +331,13 @@ def test_tensors_cross_as_tensors_keep_identity_and_in_place_changes(framework):
         assert np.array_equal(np.asarray(t.numpy()), [0, 2, 4])
         same, other = fn(judge, "pair")({"w": t})
         assert same is t and type(other) is type(t) and other is not t
+        if framework == "torch":   # a view of what the judge sent shares the judge's storage
+            view = fn(judge, "view")(t)
+            assert view is not t and view.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()
+            # a view beyond the judge's tensor (a tampered kernel) is refused
+            bad = Decoder("j", [], lambda *h: None, echo=lambda i: t)
+            with pytest.raises(ProtocolError, match="bad view"):
+                bad.decode({"V": [0, [10**6], [1], 0], "n": 0})
         assert str(other.dtype).endswith("float32")
     finally:
         judge.close()
