@@ -130,6 +130,22 @@ class _Liar(float):   # 0.5 s, but says 10 ms when converted, and equals anythin
         # the kernel dies under the judged cell: DeadKernelError, the pipeline's crash
         # rounds score the cell 0
         "dead kernel"),
+    "globals_through_the_checks_objects": (in_body("""_g = {}
+try:
+    _g = fn.fn.__globals__            # the check module's globals, in one process
+except Exception:
+    try:                              # the raw channel: ask the judge for __globals__ itself
+        _ch = object.__getattribute__(fn, "_channel")
+        _g = _ch.request("getattr", object.__getattribute__(fn, "_handle"), name="__globals__")
+    except Exception:
+        pass
+try:
+    _g["close"] = lambda *a, **k: True
+except Exception:
+    pass"""), True,
+        # the kernel holds a proxy of the judge's Kernel; the judge answers no attribute that
+        # starts with "_", and a function's globals never leave it
+        "allowlist of public attributes"),
     "tamper_with_the_channel": (WRONG_TIME + """import grader.grading.remote as _r
 def _evil(self, msg):
     # every answer a pickle blob, or a value type with a forged field set
