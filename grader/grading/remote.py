@@ -12,13 +12,14 @@ network: a file in the folder both can reach works everywhere), accepts one conn
 the file, and answers requests in the kernel's main thread until the judge says ``stop``.
 
 Each message is a JSON header plus byte buffers (:mod:`grader.grading.codec`); values the codec
-cannot carry travel as handles, and the other side gets a proxy:
+cannot carry travel as handles, and the other side gets a proxy
+(:mod:`grader.grading.proxies`):
 
 - in the judge, a :class:`KernelObject` (a student's function, or an object it returned): it can
   be called, and its public attributes, items, length and iteration read, each a request to the
-  kernel whose answer is again data. It has no ``__float__``, ``__eq__``, ``__array__`` or
-  ``__bool__`` of its own: comparing, hashing or printing it runs nothing anywhere (identity,
-  and a fixed repr);
+  kernel whose answer is again data. It has no ``__float__``, ``__eq__`` or ``__array__`` of
+  its own: comparing, hashing or printing it runs nothing anywhere (identity, and a fixed
+  repr), and it is never a number;
 - in the kernel, a :class:`JudgeObject`: calls, public attributes (no leading underscore:
   nothing reaches ``__globals__``, ``__class__`` or ``__dict__``), ``len``, items, iteration,
   ``repr`` and ``__array__``. Modules, classes and a denylist of built-ins are never exported.
@@ -47,154 +48,21 @@ import socket
 import struct
 import threading
 import time
-import traceback
 import types
 import warnings
 from typing import Any
 
-from .codec import Decoder, Encoder, ProtocolError, builtin_exception
+from .codec import (Decoder, Encoder, ProtocolError, copy_back, fingerprint, mutable_array,
+                    storages)
+from .proxies import (ChannelClosed, JudgeObject, KernelObject, Opaque, RemoteError,
+                      RemoteTimeout, denied, remote_exception)
+from .proxies import where as where_of
 
 __all__ = ["Channel", "KernelObject", "JudgeObject", "RemoteError", "ChannelClosed",
            "RemoteTimeout", "serve", "connect", "bootstrap_code", "source_of"]
 
 MAX_HEADER = 256 * 2**20
 MAX_BUFFERS = 2 * 2**30
-_DENIED_MODULES = ("os", "posix", "sys", "subprocess", "shutil", "ctypes", "pickle", "marshal",
-                   "importlib", "builtins", "io", "socket", "signal", "runpy", "code", "codeop")
-_DENIED_BUILTINS = {"eval", "exec", "compile", "open", "__import__", "getattr", "setattr",
-                    "delattr", "globals", "locals", "vars", "breakpoint", "input", "help", "exit",
-                    "quit", "memoryview", "type", "object", "super", "classmethod", "staticmethod"}
-
-
-class RemoteError(Exception):
-    """The other side raised an exception of a class that is not built in."""
-
-    where = ""
-
-
-class ChannelClosed(BaseException):
-    """The other side went away (the kernel died, or the connection was cut)."""
-
-
-class RemoteTimeout(BaseException):
-    """No reply before the deadline (a student function that never returns)."""
-
-
-_exception_classes: dict[str, type] = {}
-
-
-def _remote_exception(name: str, message: str, where: str) -> BaseException:
-    """An exception to raise for one the other side raised: same built-in class where there is
-    one (so ``except NotImplementedError`` still works), :class:`RemoteError` otherwise."""
-    base = builtin_exception(name)
-    if base is MemoryError:
-        return MemoryError(message)
-    if base is None or not issubclass(base, Exception):
-        base = RemoteError if base is None else BaseException
-    key = f"{name}/{base.__name__}"
-    cls = _exception_classes.get(key)
-    if cls is None:
-        bases = (RemoteError,) if base is RemoteError else (
-            (RemoteError, base) if issubclass(base, Exception) else (base,))
-        cls = type(name if name.isidentifier() else "RemoteError", bases,
-                   {"where": "", "__module__": "builtins"})
-        _exception_classes[key] = cls
-    err = cls(message)
-    err.where = where
-    return err
-
-
-def _where(exc: BaseException) -> str:
-    if getattr(exc, "where", ""):
-        return str(exc.where)
-    frames = traceback.extract_tb(exc.__traceback__)
-    return f" (line {frames[-1].lineno}: {frames[-1].line})" if frames and frames[-1].line else ""
-
-
-class KernelObject:
-    """In the judge: an object that lives in the student's kernel (see the module docstring)."""
-
-    __slots__ = ("_channel", "_handle", "_type", "__weakref__")
-
-    def __init__(self, channel: "Channel", handle: int, type_name: str) -> None:
-        object.__setattr__(self, "_channel", channel)
-        object.__setattr__(self, "_handle", handle)
-        object.__setattr__(self, "_type", type_name)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._channel.request("call", self._handle, args=args, kwargs=kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return self._channel.request("getattr", self._handle, name=name)
-
-    def __getitem__(self, key: Any) -> Any:
-        return self._channel.request("getitem", self._handle, args=(key,))
-
-    def __len__(self) -> int:
-        n = self._channel.request("len", self._handle)
-        if type(n) is not int or n < 0:
-            raise TypeError("len() of a kernel object did not give a count")
-        return n
-
-    def __iter__(self):
-        items = self._channel.request("iter", self._handle)
-        if type(items) is not list:
-            raise TypeError("iterating a kernel object did not give a list")
-        return iter(items)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError("kernel objects are read-only here")
-
-    def __repr__(self) -> str:
-        return f"<{self._type} object from the notebook>"
-
-    @property
-    def __name__(self) -> str:  # what messages call the student's function
-        return self._type if self._type.isidentifier() else "your function"
-
-
-class JudgeObject:
-    """In the kernel: an object of the judge's (a virtual device, a clock, a kernel...)."""
-
-    __slots__ = ("_channel", "_handle", "_type", "__weakref__")
-
-    def __init__(self, channel: "Channel", handle: int, type_name: str) -> None:
-        object.__setattr__(self, "_channel", channel)
-        object.__setattr__(self, "_handle", handle)
-        object.__setattr__(self, "_type", type_name)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._channel.request("call", self._handle, args=args, kwargs=kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return self._channel.request("getattr", self._handle, name=name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"cannot set {name!r}: the grader's objects are read-only")
-
-    def __getitem__(self, key: Any) -> Any:
-        return self._channel.request("getitem", self._handle, args=(key,))
-
-    def __len__(self) -> int:
-        return self._channel.request("len", self._handle)
-
-    def __iter__(self):
-        return iter(self._channel.request("iter", self._handle))
-
-    def __array__(self, dtype: Any = None, copy: Any = None):
-        import numpy as np
-
-        return np.asarray(self._channel.request("array", self._handle), dtype=dtype)
-
-    def __repr__(self) -> str:
-        return self._channel.request("repr", self._handle)
-
-    def __str__(self) -> str:
-        return self._channel.request("str", self._handle)
 
 
 class _Waiter:
@@ -229,9 +97,9 @@ class Channel:
             if object.__getattribute__(obj, "_channel") is self:   # the other side's own object
                 return ("k" if self.side == "j" else "j", object.__getattribute__(obj, "_handle"),
                         object.__getattribute__(obj, "_type"), True)
-            obj = _Opaque("stale")
-        if isinstance(obj, (types.ModuleType, type)) or _denied(obj):
-            obj = _Opaque(type(obj).__name__)
+            obj = Opaque("stale")
+        if isinstance(obj, (types.ModuleType, type)) or denied(obj):
+            obj = Opaque(type(obj).__name__)
         n = self._export_ids.get(id(obj))
         if n is None:
             n = len(self._exports) + 1
@@ -307,14 +175,14 @@ class Channel:
         dec = Decoder(self.side, msg["buffers"], self._handle, echo=waiter.memo.__getitem__)
         try:
             for index, node in msg.get("back", []):
-                _copy_back(waiter.memo[int(index)], dec.decode(node))
+                copy_back(waiter.memo[int(index)], dec.decode(node))
             if msg.get("ok"):
                 return dec.decode(msg["v"])
             name, message, where = (str(x)[:2000] for x in msg["error"])
         except (ProtocolError, IndexError, TypeError, ValueError) as e:
-            raise _remote_exception("RuntimeError", f"the notebook sent a malformed answer ({e})",
+            raise remote_exception("RuntimeError", f"the notebook sent a malformed answer ({e})",
                                     "") from None
-        raise _remote_exception(name, message, where)
+        raise remote_exception(name, message, where)
 
     # -- serving --------------------------------------------------------------------
     def serve_main(self) -> None:
@@ -333,7 +201,7 @@ class Channel:
         try:
             try:
                 args, kwargs = dec.decode(msg["v"])
-                snapshots = {i: _fingerprint(o) for i, o in dec.memo.items() if _mutable_array(o)}
+                snapshots = {i: fingerprint(o) for i, o in dec.memo.items() if mutable_array(o)}
                 value = self._perform(str(msg["op"]), msg.get("target"), str(msg.get("name", "")),
                                       args, kwargs)
                 ok = True
@@ -342,7 +210,7 @@ class Channel:
                     raise
                 ok, value = False, e
             echo = {id(o): i for i, o in dec.memo.items()}
-            enc = Encoder(self.side, self._export, echo, _storages(dec.memo))
+            enc = Encoder(self.side, self._export, echo, storages(dec.memo))
             header = {"k": "rep", "id": f"{self.side}{next(self._ids)}", "to": msg["id"], "ok": ok}
             if ok:
                 try:
@@ -350,13 +218,13 @@ class Channel:
                 except Exception as e:  # noqa: BLE001 - e.g. nested too deeply
                     ok, value, header["ok"] = False, e, False
             if not ok:
-                header["error"] = [type(value).__name__, str(value)[:2000], _where(value)]
+                header["error"] = [type(value).__name__, str(value)[:2000], where_of(value)]
             # arguments changed in place go back by value (after the answer, so that the
             # answer's references to them stay echoes of the caller's objects)
             header["back"] = []
             enc.views = {}     # the values themselves, not views of the caller's tensors
             for i, fp in snapshots.items():
-                if _fingerprint(dec.memo[i]) != fp:
+                if fingerprint(dec.memo[i]) != fp:
                     enc.echo.pop(id(dec.memo[i]), None)
                     header["back"].append([i, enc.encode(dec.memo[i])])
             self._send(header, enc.buffers)
@@ -373,7 +241,7 @@ class Channel:
         if target not in self._exports:
             raise ProtocolError(f"unknown handle {target!r}")
         obj = self._exports[target]
-        if isinstance(obj, _Opaque):
+        if isinstance(obj, Opaque):
             raise PermissionError(f"the grader's {obj.kind} object cannot be used from the notebook")
         if op == "call":
             if self.side == "k":   # a student's function, as support.call would run it
@@ -480,70 +348,6 @@ class Channel:
         except OSError:
             pass
         self.sock.close()
-
-
-class _Opaque:
-    """Stands in for an object that must not be handed to the notebook."""
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-
-
-def _denied(obj: Any) -> bool:
-    mod = getattr(obj, "__module__", None) or ""
-    if isinstance(obj, (types.BuiltinFunctionType, types.FunctionType, types.MethodType)):
-        if mod.split(".")[0] in _DENIED_MODULES:
-            return True
-        return isinstance(obj, types.BuiltinFunctionType) and getattr(obj, "__name__", "") in _DENIED_BUILTINS
-    return False
-
-
-def _storages(memo: dict[int, Any]) -> dict[int, tuple[int, Any]]:
-    """Storage address -> (position, tensor) of the torch tensors a request carried."""
-    from .codec import tensor_framework
-
-    out = {}
-    for i, o in memo.items():
-        if tensor_framework(o) == "torch" and o.device.type == "cpu":
-            out.setdefault(o.untyped_storage().data_ptr(), (i, o))
-    return out
-
-
-def _mutable_array(obj: Any) -> bool:
-    from .codec import tensor_framework
-
-    return type(obj).__name__ == "ndarray" or tensor_framework(obj) is not None
-
-
-def _fingerprint(obj: Any) -> bytes:
-    from .codec import array_of
-
-    a = array_of(obj)
-    return repr((a.shape, a.dtype.str)).encode() + a.tobytes()
-
-
-def _copy_back(orig: Any, new: Any) -> None:
-    """Give ``orig`` the values the callee left in its copy (in-place semantics)."""
-    from .codec import array_of, tensor_framework
-
-    fw = tensor_framework(orig)
-    try:
-        src = array_of(new)
-        if fw is None:
-            if getattr(orig, "shape", None) == src.shape and orig.flags.writeable:
-                orig[...] = src
-        elif fw == "torch":
-            import torch
-
-            if tuple(orig.shape) == src.shape:
-                with torch.no_grad():
-                    orig.copy_(torch.from_numpy(src).to(orig.dtype))
-        elif tuple(orig.shape) == src.shape:
-            import paddle
-
-            paddle.assign(paddle.to_tensor(src).astype(orig.dtype), output=orig)
-    except (TypeError, ValueError, RuntimeError, AttributeError):
-        pass   # a copy-back that cannot apply leaves the caller's object as it was
 
 
 def source_of(fn: Any) -> str:
