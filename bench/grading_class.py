@@ -1,8 +1,10 @@
 """Grading a class: the pipeline's parallel workers against plain sequential nbgrader.
 
 Builds a class of ``--students`` (default 30) from the shipped sample submissions
-(alice: correct, bob: partly right, carol: broken in several ways), cycling through them,
-for the ``--assignment`` list (default a1 and a8), in two fresh copies of the course. Then:
+(alice: correct, bob: partly right, carol: broken in several ways: in a1 a function that
+ends the kernel, which the pipeline grades without it, a retry per such cell), alternating
+alice and bob with every ``--broken-every``-th student (default 10) a carol, for the
+``--assignment`` list (default a1 and a8), in two fresh copies of the course. Then:
 
 1. ``nbgrader autograde <assignment>`` once per assignment, every student in one process,
    one after another: what an instructor gets from nbgrader alone (hidden tests in the
@@ -28,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ["alice", "bob", "carol"]
 
 
-def make_class(course: Path, n: int, names: list[str]) -> dict[str, str]:
+def make_class(course: Path, n: int, names: list[str], broken_every: int) -> dict[str, str]:
     """Course folder with ``n`` students; returns student -> sample it copies."""
     src = ROOT / "exercises"
     course.mkdir(parents=True)
@@ -38,7 +40,7 @@ def make_class(course: Path, n: int, names: list[str]) -> dict[str, str]:
         shutil.copytree(src / "source" / a, course / "source" / a)
     who = {}
     for i in range(n):
-        sample = SAMPLES[i % len(SAMPLES)]
+        sample = "carol" if broken_every and (i + 1) % broken_every == 0 else SAMPLES[i % 2]
         student = f"s{i + 1:02d}_{sample}"
         who[student] = sample
         for a in names:
@@ -75,17 +77,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--students", type=int, default=30)
     ap.add_argument("--assignment", action="append")
-    ap.add_argument("--workers", type=int, default=os.cpu_count())
+    ap.add_argument("--workers", type=int, help="default: the pipeline's (two per core)")
+    ap.add_argument("--broken-every", type=int, default=10,
+                    help="every n-th student submits carol's broken notebooks (0: none)")
     ap.add_argument("--skip-plain", action="store_true", help="only time the pipeline")
     a = ap.parse_args()
     names = a.assignment or ["a1_independent_ops", "a8_placements"]
     from grader.grading.pipeline import grade_course
 
     with tempfile.TemporaryDirectory(prefix="bench-class-") as tmp:
-        who = make_class(Path(tmp) / "plain", a.students, names)
-        make_class(Path(tmp) / "ours", a.students, names)
+        who = make_class(Path(tmp) / "plain", a.students, names, a.broken_every)
+        make_class(Path(tmp) / "ours", a.students, names, a.broken_every)
         n_sub = sum(1 for _ in (Path(tmp) / "ours" / "submitted").glob("*/*"))
-        print(f"class: {a.students} students, {n_sub} submissions of {names}; "
+        mix = {s: list(who.values()).count(s) for s in SAMPLES}
+        print(f"class: {a.students} students ({mix}), {n_sub} submissions of {names}; "
               f"{os.cpu_count()} cores", flush=True)
         plain = None
         if not a.skip_plain:
@@ -94,7 +99,7 @@ def main() -> None:
         t0 = time.perf_counter()
         run = grade_course(Path(tmp) / "ours", workers=a.workers, verbose=True)
         ours = time.perf_counter() - t0
-        print(f"pipeline, {a.workers} workers (sandbox, judge, limits): {ours:.1f} s")
+        print(f"pipeline, {run.workers} workers (sandbox, judge, limits): {ours:.1f} s")
         print(run.summary())
         if plain:
             print(f"ratio pipeline / plain nbgrader: {ours / plain:.3f} (target <= 0.55)")
