@@ -81,34 +81,47 @@ def main() -> None:
     ap.add_argument("--broken-every", type=int, default=10,
                     help="every n-th student submits carol's broken notebooks (0: none)")
     ap.add_argument("--skip-plain", action="store_true", help="only time the pipeline")
+    ap.add_argument("--repeats", type=int, default=1, help="runs of both, alternating; medians printed")
+    ap.add_argument("--quiet", action="store_true", help="no progress lines")
     a = ap.parse_args()
     names = a.assignment or ["a1_independent_ops", "a8_placements"]
     from grader.grading.pipeline import grade_course
 
-    with tempfile.TemporaryDirectory(prefix="bench-class-") as tmp:
-        who = make_class(Path(tmp) / "plain", a.students, names, a.broken_every)
-        make_class(Path(tmp) / "ours", a.students, names, a.broken_every)
-        n_sub = sum(1 for _ in (Path(tmp) / "ours" / "submitted").glob("*/*"))
-        mix = {s: list(who.values()).count(s) for s in SAMPLES}
-        print(f"class: {a.students} students ({mix}), {n_sub} submissions of {names}; "
-              f"{os.cpu_count()} cores", flush=True)
-        plain = None
-        if not a.skip_plain:
-            plain = plain_nbgrader(Path(tmp) / "plain", names)
-            print(f"plain sequential nbgrader autograde: {plain:.1f} s", flush=True)
-        t0 = time.perf_counter()
-        run = grade_course(Path(tmp) / "ours", workers=a.workers, verbose=True)
-        ours = time.perf_counter() - t0
-        print(f"pipeline, {run.workers} workers (sandbox, judge, limits): {ours:.1f} s")
-        print(run.summary())
-        if plain:
-            print(f"ratio pipeline / plain nbgrader: {ours / plain:.3f} (target <= 0.55)")
-            base = scores(Path(tmp) / "plain")
-            differ = [(o.student, o.assignment, o.score, base.get((o.student, o.assignment)))
-                      for o in run.outcomes if who[o.student] != "carol"
-                      and base.get((o.student, o.assignment)) != o.score]
-            print("honest samples (alice, bob) scored the same by both: "
-                  + ("yes" if not differ else f"NO: {differ[:5]}"))
+    plains, ours_all = [], []
+    for rep in range(a.repeats):
+        with tempfile.TemporaryDirectory(prefix="bench-class-") as tmp:
+            who = make_class(Path(tmp) / "plain", a.students, names, a.broken_every)
+            make_class(Path(tmp) / "ours", a.students, names, a.broken_every)
+            n_sub = sum(1 for _ in (Path(tmp) / "ours" / "submitted").glob("*/*"))
+            if rep == 0:
+                mix = {s: list(who.values()).count(s) for s in SAMPLES}
+                print(f"class: {a.students} students ({mix}), {n_sub} submissions of {names}; "
+                      f"{os.cpu_count()} cores", flush=True)
+            plain = None
+            if not a.skip_plain:
+                plain = plain_nbgrader(Path(tmp) / "plain", names)
+                plains.append(plain)
+                print(f"[run {rep + 1}] plain sequential nbgrader autograde: {plain:.1f} s", flush=True)
+            t0 = time.perf_counter()
+            run = grade_course(Path(tmp) / "ours", workers=a.workers, verbose=not a.quiet)
+            ours = time.perf_counter() - t0
+            ours_all.append(ours)
+            print(f"[run {rep + 1}] pipeline, {run.workers} workers (sandbox, judge, limits): {ours:.1f} s")
+            print(run.summary())
+            if plain:
+                print(f"[run {rep + 1}] ratio pipeline / plain nbgrader: {ours / plain:.3f} (target <= 0.55)")
+                base = scores(Path(tmp) / "plain")
+                differ = [(o.student, o.assignment, o.score, base.get((o.student, o.assignment)))
+                          for o in run.outcomes if who[o.student] != "carol"
+                          and base.get((o.student, o.assignment)) != o.score]
+                print("honest samples (alice, bob) scored the same by both: "
+                      + ("yes" if not differ else f"NO: {differ[:5]}"), flush=True)
+    if plains and len(plains) > 1:
+        import statistics
+        ratios = [o / p for o, p in zip(ours_all, plains)]
+        print(f"median of {len(plains)} runs: plain {statistics.median(plains):.1f} s, pipeline "
+              f"{statistics.median(ours_all):.1f} s, ratio {statistics.median(ratios):.3f} "
+              f"(range {min(ratios):.3f}-{max(ratios):.3f})")
 
 
 if __name__ == "__main__":

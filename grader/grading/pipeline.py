@@ -153,9 +153,8 @@ class _Worker:
             pass
 
 
-def _run_workers(cfg: GradingConfig, n: int, overrides: dict, only: list | None,
+def _run_workers(cfg: GradingConfig, workers: list[_Worker], overrides: dict, only: list | None,
                  progress: Progress | None, ledger) -> None:
-    workers = [_Worker(cfg, k, overrides, only) for k in range(n)]
     deadline = cfg.limits.notebook_timeout_s + 120   # the worker's own watchdog acts first
     try:
         while workers:
@@ -230,36 +229,53 @@ def grade_course(course: str | Path = "exercises", *, only_students: list[str] |
     from .ledger import Ledger
 
     ledger = Ledger(cfg.db_url)
-    with _course_lock(course):
-        nbg = api(course)
-        digest = {a: _assignment_digest(course, a) for a in names}
-        for a in names:  # before any autograde; again only when the source changed, so a
-            # second grading machine does not rewrite what the first is grading with
-            stamp = course / "reports" / "generated" / f"{a}.sha256"
-            if stamp.exists() and stamp.read_text() == digest[a] and _in_gradebook(cfg, a) \
-                    and (course / "release" / a).is_dir():
-                continue
-            res = nbg.generate_assignment(a, force=True)
-            if not res["success"]:
-                raise RuntimeError(f"generate_assignment {a} failed:\n{res.get('error', '')[-3000:]}")
-            stamp.parent.mkdir(exist_ok=True)
-            stamp.write_text(digest[a])
-        if regrade:
-            for s, a in scope:
-                ledger.forget(student=s, assignment=a)
-        ledger.sync([(s, a, hashlib.sha256((submission_sha256(course, s, a) + digest[a]).encode()).hexdigest())
-                     for s, a in scope])
-        ledger.release_dead(socket.gethostname(), procs.alive)
+    only = None if (only_students is None and only_assignments is None) else [list(x) for x in scope]
+    n = max(1, min(cfg.workers, len(scope)))
+    workers: list[_Worker] = []
+    try:
+        with _course_lock(course):
+            # Workers start now: they load nbgrader and the sandbox while the set-up runs, and
+            # take jobs once it releases the lock.
+            if len({(r["student"], r["assignment"]) for r in ledger.results()} & set(scope)) < len(scope):
+                workers = [_Worker(cfg, k, overrides, only) for k in range(n)]
+            nbg = api(course)
+            digest = {a: _assignment_digest(course, a) for a in names}
+            for a in names:  # before any autograde; again only when the source changed, so a
+                # second grading machine does not rewrite what the first is grading with
+                stamp = course / "reports" / "generated" / f"{a}.sha256"
+                if stamp.exists() and stamp.read_text() == digest[a] and _in_gradebook(cfg, a) \
+                        and (course / "release" / a).is_dir():
+                    continue
+                res = nbg.generate_assignment(a, force=True)
+                if not res["success"]:
+                    raise RuntimeError(f"generate_assignment {a} failed:\n{res.get('error', '')[-3000:]}")
+                stamp.parent.mkdir(exist_ok=True)
+                stamp.write_text(digest[a])
+            if regrade:
+                for s, a in scope:
+                    ledger.forget(student=s, assignment=a)
+            ledger.sync([(s, a, hashlib.sha256((submission_sha256(course, s, a) + digest[a]).encode()).hexdigest())
+                         for s, a in scope])
+            ledger.release_dead(socket.gethostname(), procs.alive)
 
+    except BaseException:
+        for w in workers:               # interrupted during the set-up
+            w.stop(signal.SIGKILL)
+            w.proc.wait()
+        raise
     done_before = {(r["student"], r["assignment"]) for r in ledger.results()}
     todo = [x for x in scope if x not in done_before]
-    n = max(1, min(cfg.workers, len(todo)))
     progress = Progress(len(scope), len(scope) - len(todo)) if verbose else None
-    if todo:
-        only = None if (only_students is None and only_assignments is None) else [list(x) for x in scope]
+    if not todo:
+        for w in workers:
+            w.stop(signal.SIGTERM)
+            w.proc.wait()
+    else:
         try:
             while True:
-                _run_workers(cfg, n, overrides, only, progress, ledger)
+                workers = workers or [_Worker(cfg, k, overrides, only) for k in range(n)]
+                _run_workers(cfg, workers, overrides, only, progress, ledger)
+                workers = []
                 left = [x for x in scope if x not in {(r["student"], r["assignment"])
                                                        for r in ledger.results()}]
                 if not left:

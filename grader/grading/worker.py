@@ -14,6 +14,7 @@ back, not recorded.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import signal
@@ -109,8 +110,12 @@ def main(argv: list[str] | None = None) -> int:
             return None
         return read(runtime)
 
+    from . import item, judge  # noqa: F401 - loaded while the pipeline sets the course up
     from .ledger import Ledger
 
+    with open(cfg.course / ".grading.lock", "a") as lock:   # wait for the set-up to finish
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        fcntl.flock(lock, fcntl.LOCK_UN)
     ledger = Ledger(cfg.db_url)
     logs = cfg.course / "reports" / "logs"
     stopping = threading.Event()
