@@ -59,6 +59,10 @@ class VirtualClock:
         self.now_ns = max(self.now_ns, int(t_ns))
 
     def advance(self, seconds: float) -> None:
+        """Time passes on the host (``seconds`` >= 0): a clock never runs backwards, so code
+        under test cannot make its own work look shorter."""
+        if not seconds >= 0:
+            raise ValueError(f"a clock only moves forward (advance by {seconds!r} s)")
         self.now_ns += _ns(seconds)
 
 
