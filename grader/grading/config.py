@@ -49,8 +49,7 @@ class GradingConfig:
 def default_workers() -> int:
     """Two grading workers per core: a worker and its student's kernel take turns, and both
     wait on the gradebook's disk writes, so one worker per core leaves the cores idle part
-    of the time (bench/grading_class.py on 2 cores: 2 workers 0.75, 3 workers 0.53,
-    4 workers 0.45 of plain nbgrader's time)."""
+    of the time (figures: exercises/GRADING.md, from bench/grading_class.py)."""
     return 2 * (os.cpu_count() or 1)
 
 
