@@ -30,13 +30,17 @@ def _x() -> np.ndarray:
     return np.arange(16, dtype=np.float32).reshape(4, 4)
 
 
-def _time_once(time_work, *, warmup_s: float, earlier_s: float, warmup: int, repeats: int) -> float:
+LONG_S = 2.0         # a kernel no wall clock would time at its virtual length
+
+
+def _time_once(time_work, *, warmup_s: float, earlier_s: float, warmup: int, repeats: int,
+               seconds: float = KERNEL_S) -> float:
     plan = virtual_devices(1, warmup_seconds=warmup_s)
     dev, clock = plan[0], plan.clock
     x = dev.put(_x())
     if earlier_s:
         dev.submit(Kernel("earlier_work", _square, earlier_s), x)  # queued, not waited for
-    return call(time_work, dev, clock, test_kernel(), x, warmup=warmup, repeats=repeats)
+    return call(time_work, dev, clock, test_kernel(seconds), x, warmup=warmup, repeats=repeats)
 
 
 def check_time_work(time_work) -> CheckResult:
@@ -46,10 +50,13 @@ def check_time_work(time_work) -> CheckResult:
         plain = _time_once(time_work, warmup_s=0, earlier_s=0, warmup=1, repeats=3)
         cold = _time_once(time_work, warmup_s=WARMUP_S, earlier_s=0, warmup=1, repeats=1)
         busy = _time_once(time_work, warmup_s=0, earlier_s=EARLIER_S, warmup=1, repeats=1)
+        # The same answer for a much longer kernel: an answer that reads a real clock (not
+        # the one it was given) cannot follow it, however long a call happens to take.
+        long = _time_once(time_work, warmup_s=0, earlier_s=0, warmup=1, repeats=3, seconds=LONG_S)
     except StudentError as e:
         return failed(name, 4, e)
     ms = lambda t: f"{float(t) * 1e3:.3f} ms" if isinstance(t, (int, float, np.floating)) else repr(t)
-    synced = close(plain, k)
+    synced = close(plain, k) and close(long, LONG_S)
     parts = [
         (2, synced, "the time is not the kernel's duration", f"{k * 1e3:.0f} ms per run",
          ms(plain), "submit() returns before the work is done: call device.synchronize() "

@@ -244,22 +244,30 @@ def test_the_sample_submissions_score_the_same_judged_and_in_the_kernel():
     """alice, bob and carol on every assignment: one nbgrader run per assignment and way.
     (carol's kernel-ending answers fail their notebook both ways here; the pipeline's crash
     rounds then grade the rest, see test_a_kernel_that_dies_under_a_judged_cell...)"""
-    judged, plain = _course(ALL, ["alice", "bob", "carol"]), _course(ALL, ["alice", "bob", "carol"])
+    from concurrent.futures import ThreadPoolExecutor
+
+    def grade(a: str, way: str) -> Path:
+        # one course per assignment and way: independent gradebooks, so they run at once
+        course = _course([a], ["alice", "bob", "carol"])
+        extra = (judge.autograde_args if way == "judged" else crashes.autograde_args)(course / "trace", [])
+        assert _nbgrader(course, "generate_assignment", a, "--force").returncode == 0
+        _nbgrader(course, "autograde", a, "--force", *extra)
+        return course
+
+    with ThreadPoolExecutor(4) as pool:
+        jobs = {(a, way): pool.submit(grade, a, way) for a in ALL for way in ("judged", "plain")}
+        courses = {k: f.result() for k, f in jobs.items()}
     try:
         for a in ALL:
-            for course, extra in ((judged, judge.autograde_args(judged / "trace", [])),
-                                  (plain, crashes.autograde_args(plain / "trace", []))):
-                assert _nbgrader(course, "generate_assignment", a, "--force").returncode == 0
-                _nbgrader(course, "autograde", a, "--force", *extra)
-            want, got = _cells(plain, a), _cells(judged, a)
+            want, got = _cells(courses[a, "plain"], a), _cells(courses[a, "judged"], a)
             assert got == want, f"{a}: judged {got} != in the kernel {want}"
             assert want["alice"] and all(s == 0 or s for s in want["alice"].values())
         # the figures test_pipeline.py expects of the in-kernel pipeline
-        assert sum(_cells(judged, A1)["alice"].values()) == 8
-        assert sum(_cells(judged, A1)["bob"].values()) == 7
+        assert sum(_cells(courses[A1, "judged"], A1)["alice"].values()) == 8
+        assert sum(_cells(courses[A1, "judged"], A1)["bob"].values()) == 7
     finally:
-        shutil.rmtree(judged, ignore_errors=True)
-        shutil.rmtree(plain, ignore_errors=True)
+        for course in courses.values():
+            shutil.rmtree(course, ignore_errors=True)
 
 
 def _student(course: Path, name: str, answers: dict[str, str]) -> None:
