@@ -41,3 +41,15 @@ from grader.grading.feedback import StripTestTracebacks  # noqa: E402
 c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, StripTestTracebacks,
                                     CSSHTMLHeaderPreprocessor]
 c.ClearHiddenTests.enforce_metadata = False
+
+# Test cells never run in the student's kernel, also when grading from the formgrader or
+# with `nbgrader autograde` by hand: the judge runs them in nbgrader's own process and only
+# data comes back from the kernel (grader/grading/judge.py; exercises/GRADING.md, Verdicts).
+# `make grade` adds the sandbox, limits, parallel workers and the ledger on top.
+from nbgrader.converters import Autograde as _Autograde  # noqa: E402
+from nbgrader.preprocessors import Execute as _Execute  # noqa: E402
+from grader.grading.judge import JudgedExecute  # noqa: E402
+
+c.Autograde.autograde_preprocessors = [
+    JudgedExecute if p is _Execute else p
+    for p in _Autograde.class_traits()["autograde_preprocessors"].default()]

@@ -113,10 +113,14 @@ while f is not None:
     f = f.f_back"""), True,
         # the frames above the student's function in the kernel are remote.serve's
         "process boundary"),
-    "lying_float": (WRONG_TIME.replace("return 0.02", "return _Liar(0.5)") + """
-class _Liar(float):   # 0.5 s, but says 10 ms when converted, and equals anything
+    "lying_float": (WRONG_TIME.replace("return 0.02", "return _Liar(0.5, fn.seconds)") + """
+class _Liar(float):   # 0.5 s, but converts to the kernel's own length and equals anything
+    def __new__(cls, value, says):
+        self = super().__new__(cls, value)
+        self.says = says
+        return self
     def __float__(self):
-        return 0.010
+        return self.says
     def __eq__(self, other):
         return True
     def __hash__(self):
