@@ -13,12 +13,13 @@ GPU    ?= 0
 PADDLE_GPU_INDEX ?=
 PYTEST_ARGS ?=
 
-.PHONY: help install book test test-fast bench gpu-check browser-deps grade-deps lock clean clean-book grade hub hub-deps
+.PHONY: help install book test test-fast bench gpu-check browser-deps grade-deps lock clean clean-book grade hub hub-deps sandbox-deps
 
 help:
 	@echo "make book   build the executed HTML book into _build/html"
 	@echo "make test   run the test suite (book build and browser checks included)"
-	@echo "make bench  print build times and the CPU two-worker speedup"
+	@echo "make bench  print build times, the CPU two-worker speedup and the class grading ratio"
+	@echo "make grade  grade exercises/submitted/ (sandboxed, parallel, resumable; exercises/course.toml)"
 	@echo "make hub    run the course's JupyterHub on http://127.0.0.1:$(HUB_PORT) with demo accounts"
 
 $(STAMP): pyproject.toml constraints.txt
@@ -46,12 +47,22 @@ test-fast: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/cpu_workers.py
 	$(PY) bench/book_build.py
+	$(PY) bench/grading_class.py --quiet
 
 # Autograde everything in exercises/submitted/ (grades: exercises/reports/grades.csv,
 # feedback: exercises/feedback/). GRADE_ARGS e.g. "--student alice --cell-timeout 30".
 GRADE_ARGS ?=
-grade: $(STAMP)
+grade: $(STAMP) sandbox-deps
 	$(PY) -m grader.grading --course exercises $(GRADE_ARGS)
+
+# What grading itself needs: Debian's bubblewrap (the kernels' sandbox, exercises/GRADING.md).
+sandbox-deps:
+	@if command -v bwrap >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing Debian's bubblewrap for grading"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null) \
+	  || echo "could not install bubblewrap; grading will stop and say what to do"; \
+	else echo "bubblewrap missing: run 'sudo apt-get install --no-install-recommends bubblewrap' (grading runs as root)"; fi
 
 gpu-check: $(STAMP)
 	$(PY) -m grader.gpu_check
