@@ -35,6 +35,8 @@ from sqlalchemy import (Column, DateTime, Integer, MetaData, String, Table, Text
                         create_engine, event, func, inspect, select, text, true, tuple_, update)
 from sqlalchemy.engine import Connection, Engine
 
+from .procs import alive
+
 __all__ = ["Job", "Ledger", "STATES", "TABLE", "owner_id", "pid_alive"]
 
 TABLE = "course_grading_jobs"
@@ -268,15 +270,7 @@ def owner_id(slot: int, host: str | None = None) -> str:
     return f"{host or socket.gethostname()}:{os.getpid()}:{slot}"
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this pid exists on this machine (for release_dead)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+pid_alive = alive   # whether a process with this pid exists here (for release_dead)
 
 
 def _parse_owner(owner: str | None) -> tuple[str, int | None, str]:

@@ -5,6 +5,7 @@ job is one line, so nothing is lost and nothing floods.
 """
 from __future__ import annotations
 
+import shutil
 import statistics
 import sys
 import time
@@ -62,12 +63,13 @@ class Progress:
     def _draw(self) -> None:
         now = "; ".join(self.running.values())
         line = self._line() + (f"  grading {now}" if now else "")
-        cols = 160
+        cols = shutil.get_terminal_size((100, 20)).columns - 1
         print("\r" + line[:cols].ljust(cols), end="", file=self.stream, flush=True)
 
     def note(self, text: str) -> None:
         if self.tty:
-            print("\r" + (self._line() + "  " + text)[:160].ljust(160), end="", file=self.stream, flush=True)
+            cols = shutil.get_terminal_size((100, 20)).columns - 1
+            print("\r" + (self._line() + "  " + text)[:cols].ljust(cols), end="", file=self.stream, flush=True)
         else:
             print(f"{self._line()}  {text}", file=self.stream, flush=True)
 

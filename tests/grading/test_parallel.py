@@ -136,3 +136,27 @@ def test_the_summary_says_what_failed_and_why_and_the_time_per_student():
     assert "timeout  ann a2: grading took longer than 900 s" in out
     assert "invalid  ben a1: a1.ipynb is not valid JSON" in out
     assert "slowest ann 903.0 s" in out and "on 2 workers" in out
+
+
+def test_the_progress_bar_redraws_one_line_on_a_terminal_and_logs_a_line_per_job(monkeypatch):
+    import io
+    from grader.grading.progress import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setenv("COLUMNS", "90")
+    tty, log = Tty(), io.StringIO()
+    for stream in (tty, log):
+        p = Progress(4, done_before=1, stream=stream)
+        p.started(0, "ann a1")
+        p.finished(0, Outcome("ann", "a1", 8, 8, "graded", seconds=1.0))
+        p.finished(1, Outcome("ben", "a1", 0, 8, "invalid", seconds=0.1))
+        p.close()
+    frames = tty.getvalue().split("\r")[1:]
+    assert frames and all(len(f.rstrip("\n")) <= 89 for f in frames)      # fits the terminal
+    assert "3/4" in frames[-1] and "1 not graded" in frames[-1]
+    lines = log.getvalue().splitlines()
+    assert len(lines) == 2 and "2/4" in lines[0] and "ann a1: 8/8 graded" in lines[0]
+    assert "ben a1: 0/8 invalid" in lines[1]
