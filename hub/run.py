@@ -26,8 +26,8 @@ REPO = HERE.parent
 COURSE = REPO / "exercises"
 PROXY = REPO / "node_modules" / ".bin" / "configurable-http-proxy"
 # nbgrader's generated folders and state: never copied into a fresh hub
-_NOT_COURSE = ("release", "submitted", "autograded", "feedback", "gradebook.db",
-               ".ipynb_checkpoints", "__pycache__")
+_NOT_COURSE = ("release", "submitted", "autograded", "feedback", "gradebook.db", "reports",
+               ".grading.lock", ".nbgrader.log", ".ipynb_checkpoints", "__pycache__")
 
 
 def free_port() -> int:
