@@ -38,8 +38,8 @@ def make_class(course: Path, n: int, names: list[str], broken_every: int) -> dic
         shutil.copy(src / f, course)
     if course.name == "plain":   # nbgrader's own executor: the test cells in the kernel
         with open(course / "nbgrader_config.py", "a") as cfg:
-            cfg.write("\nc.Autograde.autograde_preprocessors = "
-                      "_Autograde.class_traits()['autograde_preprocessors'].default()\n")
+            cfg.write("\nfrom nbgrader.preprocessors import Execute as _Execute\n"
+                      "c.Autograde.autograde_preprocessors = _chain(_Execute)\n")
     for a in names:
         shutil.copytree(src / "source" / a, course / "source" / a)
     who = {}

@@ -46,10 +46,7 @@ c.ClearHiddenTests.enforce_metadata = False
 # with `nbgrader autograde` by hand: the judge runs them in nbgrader's own process and only
 # data comes back from the kernel (grader/grading/judge.py; exercises/GRADING.md, Verdicts).
 # `make grade` adds the sandbox, limits, parallel workers and the ledger on top.
-from nbgrader.converters import Autograde as _Autograde  # noqa: E402
-from nbgrader.preprocessors import Execute as _Execute  # noqa: E402
+from grader.grading.crashes import chain as _chain  # noqa: E402
 from grader.grading.judge import JudgedExecute  # noqa: E402
 
-c.Autograde.autograde_preprocessors = [
-    JudgedExecute if p is _Execute else p
-    for p in _Autograde.class_traits()["autograde_preprocessors"].default()]
+c.Autograde.autograde_preprocessors = _chain(JudgedExecute)

@@ -28,7 +28,7 @@ from pathlib import Path
 from nbgrader.preprocessors import Execute
 from traitlets import Unicode
 
-__all__ = ["GuardedExecute", "KILLED", "MAX_ROUNDS", "autograde_args", "dead_cell",
+__all__ = ["GuardedExecute", "KILLED", "MAX_ROUNDS", "autograde_args", "chain", "dead_cell",
            "describe", "replacement"]
 
 # Attempts in all: the first, then one more for each cell found ending the kernel
@@ -71,16 +71,22 @@ def describe(index: int, metadata: dict) -> str:
     return f"cell {index + 1}" + (f" (grade id {gid!r})" if gid else "")
 
 
+def chain(executor: type) -> list[type]:
+    """nbgrader's own list of autograde preprocessors with ``executor`` in place of
+    ``Execute`` (everything else as nbgrader has it)."""
+    from nbgrader.converters import Autograde
+
+    out = [executor if p is Execute else p
+           for p in Autograde.class_traits()["autograde_preprocessors"].default()]
+    assert executor in out, "nbgrader's Autograde no longer runs Execute"
+    return out
+
+
 def autograde_args(trace_file: Path, skip: list[tuple[int, str]]) -> list[str]:
     """nbgrader command-line options putting :class:`GuardedExecute` in place of ``Execute``
     in nbgrader's own list of autograde preprocessors; ``skip``: ``(index, label)`` of the
     cells not to run."""
-    from nbgrader.converters import Autograde
-
-    chain = [GuardedExecute if p is Execute else p
-             for p in Autograde.class_traits()["autograde_preprocessors"].default()]
-    assert GuardedExecute in chain, "nbgrader's Autograde no longer runs Execute"
-    names = [f"{p.__module__}.{p.__qualname__}" for p in chain]
+    names = [f"{p.__module__}.{p.__qualname__}" for p in chain(GuardedExecute)]
     args = [f"--Autograde.autograde_preprocessors={names!r}",
             f"--GuardedExecute.trace_file={trace_file}"]
     if skip:

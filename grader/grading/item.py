@@ -214,29 +214,16 @@ def _crash_note(course: Path, o: Outcome) -> None:
         page.write_text(text if n else note + text, encoding="utf-8")
 
 
-def executor_class() -> type:
-    """The executor autograde runs in place of nbgrader's ``Execute``: the judge's (hidden
-    tests outside the kernel) where it is available, else the crash-guarded one."""
-    try:
-        from .judge import JudgedExecute
-        return JudgedExecute
-    except ImportError:
-        return crashes.GuardedExecute
-
-
 def _executor_config(trace: Path, skip: list[tuple[int, str]]):
-    """nbgrader config putting :func:`executor_class` in place of ``Execute`` in nbgrader's
-    own list of autograde preprocessors, with the crash trace and the cells not to run."""
-    from nbgrader.converters import Autograde
-    from nbgrader.preprocessors import Execute
+    """nbgrader config running :class:`~grader.grading.judge.JudgedExecute` (crash-guarded,
+    test cells judged outside the kernel) in place of ``Execute``, with the crash trace and
+    the cells not to run."""
     from traitlets.config import Config
 
-    cls = executor_class()
-    chain = [cls if p is Execute else p
-             for p in Autograde.class_traits()["autograde_preprocessors"].default()]
-    assert cls in chain, "nbgrader's Autograde no longer runs Execute"
+    from .judge import JudgedExecute
+
     c = Config()
-    c.Autograde.autograde_preprocessors = chain
+    c.Autograde.autograde_preprocessors = crashes.chain(JudgedExecute)
     c.GuardedExecute.trace_file = str(trace)
     c.GuardedExecute.skip_cells = ",".join(str(i) for i, _ in skip)
     return c

@@ -276,8 +276,8 @@ def grade_course(course: str | Path = "exercises", *, only_students: list[str] |
                 workers = workers or [_Worker(cfg, k, overrides, only) for k in range(n)]
                 _run_workers(cfg, workers, overrides, only, progress, ledger)
                 workers = []
-                left = [x for x in scope if x not in {(r["student"], r["assignment"])
-                                                       for r in ledger.results()}]
+                done = {(r["student"], r["assignment"]) for r in ledger.results()}
+                left = [x for x in scope if x not in done]
                 if not left:
                     break
                 # Jobs another grading machine is working on: wait for them (or for their

@@ -62,14 +62,16 @@ class Progress:
 
     def _draw(self) -> None:
         now = "; ".join(self.running.values())
-        line = self._line() + (f"  grading {now}" if now else "")
+        self._redraw(self._line() + (f"  grading {now}" if now else ""))
+
+    def _redraw(self, line: str) -> None:
+        """Overwrite the bar's line, cut to the terminal's width (a longer one wraps)."""
         cols = shutil.get_terminal_size((100, 20)).columns - 1
         print("\r" + line[:cols].ljust(cols), end="", file=self.stream, flush=True)
 
     def note(self, text: str) -> None:
         if self.tty:
-            cols = shutil.get_terminal_size((100, 20)).columns - 1
-            print("\r" + (self._line() + "  " + text)[:cols].ljust(cols), end="", file=self.stream, flush=True)
+            self._redraw(f"{self._line()}  {text}")
         else:
             print(f"{self._line()}  {text}", file=self.stream, flush=True)
 

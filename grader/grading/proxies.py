@@ -72,8 +72,9 @@ def where(exc: BaseException) -> str:
     return f" (line {frames[-1].lineno}: {frames[-1].line})" if frames and frames[-1].line else ""
 
 
-class KernelObject:
-    """In the judge: an object that lives in the student's kernel (see the module docstring)."""
+class _Proxy:
+    """What both sides' stand-ins share: a handle on a channel, calls and public attributes
+    go through it."""
 
     __slots__ = ("_channel", "_handle", "_type", "__weakref__")
 
@@ -92,6 +93,12 @@ class KernelObject:
 
     def __getitem__(self, key: Any) -> Any:
         return self._channel.request("getitem", self._handle, args=(key,))
+
+
+class KernelObject(_Proxy):
+    """In the judge: an object that lives in the student's kernel (see the module docstring)."""
+
+    __slots__ = ()
 
     def __len__(self) -> int:
         n = self._channel.request("len", self._handle)
@@ -116,29 +123,13 @@ class KernelObject:
         return self._type if self._type.isidentifier() else "your function"
 
 
-class JudgeObject:
+class JudgeObject(_Proxy):
     """In the kernel: an object of the judge's (a virtual device, a clock, a kernel...)."""
 
-    __slots__ = ("_channel", "_handle", "_type", "__weakref__")
-
-    def __init__(self, channel: "Channel", handle: int, type_name: str) -> None:
-        object.__setattr__(self, "_channel", channel)
-        object.__setattr__(self, "_handle", handle)
-        object.__setattr__(self, "_type", type_name)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._channel.request("call", self._handle, args=args, kwargs=kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return self._channel.request("getattr", self._handle, name=name)
+    __slots__ = ()
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"cannot set {name!r}: the grader's objects are read-only")
-
-    def __getitem__(self, key: Any) -> Any:
-        return self._channel.request("getitem", self._handle, args=(key,))
 
     def __len__(self) -> int:
         return self._channel.request("len", self._handle)

@@ -51,12 +51,8 @@ def sandbox_slot(cfg: GradingConfig, slot: int, tries: int = 256):
 def sandbox_setup(cfg: GradingConfig, slot: int, runtime: Path):
     """(env, kernel Config) that start this slot's kernels in the sandbox; mode "none":
     the plain kernel."""
-    try:
-        from . import sandbox
-    except ImportError:
-        if cfg.sandbox.mode == "none":
-            return {}, None
-        raise
+    from . import sandbox
+
     if cfg.sandbox.mode != "none":
         problem = sandbox.check(cfg.sandbox)
         if problem:
@@ -103,12 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     env, kernel_config = sandbox_setup(cfg, uid_slot, runtime)
     os.environ.update(env)
 
+    from .sandbox import kernel_end as read_end
+
     def kernel_end() -> str | None:
-        try:
-            from .sandbox import kernel_end as read
-        except ImportError:
-            return None
-        return read(runtime)
+        return read_end(runtime)
 
     from . import item, judge  # noqa: F401 - loaded while the pipeline sets the course up
     from .ledger import Ledger
