@@ -142,6 +142,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--frameworks", default="torch,paddle")
     ap.add_argument("--allow-cpu", action="store_true", help="run without a GPU (a smoke test)")
     ap.add_argument("--tiny", action="store_true", help="tiny sizes (a smoke test)")
+    ap.add_argument("--cells-only", action="store_true",
+                    help="only run the chapters' GPU cells (grader.lab.gpucells)")
+    ap.add_argument("--cells-out", type=Path, default=None,
+                    help="folder for the GPU cells' records (default bench/results/gpu/cells)")
     args = ap.parse_args(argv)
     from grader.lab import get_backend
 
@@ -152,6 +156,15 @@ def main(argv: list[str] | None = None) -> int:
               "see README, 'GPU machines'), or pass --allow-cpu --tiny for a smoke test.",
               file=sys.stderr)
         return 2
+    from grader.lab import gpucells
+
+    # The chapters' own GPU cells first: each page's framework variant, top to bottom.
+    written = gpucells.record_pages(frameworks=frameworks, out_dir=args.cells_out,
+                                    allow_cpu=args.allow_cpu)
+    for page, path in written.items():
+        print(f"gpu_check: GPU cells of {page} recorded in {path}")
+    if args.cells_only:
+        return 0
     rec = record(frameworks, args.tiny)
     problems = validate(rec)
     if problems:

@@ -1,0 +1,134 @@
+"""GPU cells: parsed from the page, replayed with provenance, never shown as GPU results
+when they ran on a CPU."""
+import json
+import textwrap
+
+import pytest
+
+from grader.lab import gpucells
+
+PAGE = textwrap.dedent('''\
+    # A page
+
+    ```{code-cell} ipython3
+    import math
+    x = 3
+    ```
+
+    ```{code-cell} ipython3
+    :tags: [torch, skip-execution]
+    :gpu-cell: square
+    print("square", x * x)
+    ```
+
+    ```{code-cell} ipython3
+    :tags: [torch, remove-input, gpu-output]
+    gpu_output("page", "square", expect="it prints 9.")
+    ```
+
+    ```{code-cell} ipython3
+    ---
+    tags: [paddle, skip-execution]
+    gpu-cell: cube
+    gpus: 2
+    ---
+    print("cube", x ** 3)
+    ```
+
+    ```{code-cell} ipython3
+    :tags: [paddle]
+    raise RuntimeError("a paddle cell must not run in the torch variant")
+    ```
+    ''')
+
+
+@pytest.fixture
+def page(tmp_path):
+    p = tmp_path / "page.md"
+    p.write_text(PAGE)
+    return p
+
+
+def test_parse_page_reads_tags_and_options_in_both_spellings(page):
+    cells = gpucells.parse_page(page)
+    assert [c.gpu_name for c in cells] == [None, "square", None, "cube", None]
+    assert cells[1].tags == ["torch", "skip-execution"] and cells[1].gpus == 1
+    assert cells[3].framework == "paddle" and cells[3].gpus == 2
+    assert cells[1].source == 'print("square", x * x)'
+
+
+def test_an_unknown_cell_name_is_an_error_that_lists_the_names(page):
+    with pytest.raises(gpucells.GpuCellError, match="square, cube"):
+        gpucells.find_cell(page, "sqare")
+
+
+def test_without_a_gpu_or_a_record_it_says_what_the_cell_needs(page, tmp_path, capsys,
+                                                               monkeypatch):
+    monkeypatch.setattr(gpucells, "gpu_count", lambda fw: 0)
+    assert gpucells.gpu_output(page, "square", "it prints 9.", directory=tmp_path) == "needs-gpu"
+    out = capsys.readouterr().out
+    assert "needs a CUDA GPU" in out and "it prints 9." in out
+    gpucells.gpu_output(page, "cube", directory=tmp_path)
+    assert "needs 2 CUDA GPUs" in capsys.readouterr().out
+
+
+def test_a_recorded_run_is_shown_with_its_provenance(page, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(gpucells, "gpu_count", lambda fw: 0)
+    rec = {"provenance": {"torch": {"gpu_name": "NVIDIA H200", "gpu_count": 1,
+                                    "driver": "580.1", "date": "2026-11-30T10:00:00+00:00",
+                                    "versions": {"torch": "2.11.0", "python": "3.12.3"},
+                                    "cuda": {"torch": "13.0"}, "cpu_only": False}},
+           "cells": {"torch:square": {"stdout": "square 9\n", "figures": [], "error": ""}}}
+    (tmp_path / "page.json").write_text(json.dumps(rec))
+    assert gpucells.gpu_output(page, "square", directory=tmp_path) == "recorded"
+    out = capsys.readouterr().out
+    assert "NVIDIA H200" in out and "2026-11-30" in out and "square 9" in out
+
+
+def test_a_cpu_smoke_record_is_never_shown_as_a_gpu_result(page, tmp_path, capsys,
+                                                           monkeypatch):
+    monkeypatch.setattr(gpucells, "gpu_count", lambda fw: 0)
+    written = gpucells.record_pages([page], ("torch",), tmp_path, allow_cpu=True, log=None)
+    rec = json.loads(written["page"].read_text())
+    assert rec["cells"]["torch:square"]["stdout"] == "square 9\n"
+    assert rec["provenance"]["torch"]["cpu_only"] is True
+    assert gpucells.gpu_output(page, "square", directory=tmp_path) == "needs-gpu"
+
+
+def test_a_page_variant_skips_other_frameworks_and_keeps_their_earlier_records(
+        page, tmp_path, monkeypatch):
+    monkeypatch.setattr(gpucells, "gpu_count", lambda fw: 0)
+    earlier = {"provenance": {"paddle": {"gpu_name": "A100", "cpu_only": False}},
+               "cells": {"paddle:cube": {"stdout": "cube 27\n", "figures": [], "error": ""}}}
+    (tmp_path / "page.json").write_text(json.dumps(earlier))
+    gpucells.record_pages([page], ("torch",), tmp_path, allow_cpu=True, log=None)
+    rec = json.loads((tmp_path / "page.json").read_text())
+    assert rec["cells"]["paddle:cube"]["stdout"] == "cube 27\n"
+    assert rec["provenance"]["paddle"]["gpu_name"] == "A100"
+    assert "torch:square" in rec["cells"]
+
+
+def test_live_mode_runs_the_cells_own_source(page, capsys, monkeypatch):
+    monkeypatch.setattr(gpucells, "gpu_count", lambda fw: 1)
+    ns = {"x": 4}
+    assert gpucells.gpu_output(page, "square", namespace=ns) == "live"
+    assert "square 16" in capsys.readouterr().out
+
+
+def test_shell_lines_and_writefile_cells_run_without_ipython(tmp_path):
+    p = tmp_path / "s.md"
+    p.write_text(textwrap.dedent('''\
+        ```{code-cell} ipython3
+        %%writefile hello.py
+        print("hello from a script")
+        ```
+
+        ```{code-cell} ipython3
+        :tags: [torch, skip-execution]
+        :gpu-cell: run
+        !python3 hello.py
+        ```
+        '''))
+    res = gpucells.run_cells(p, "torch")
+    assert res["torch:run"]["error"] == ""
+    assert "hello from a script" in res["torch:run"]["stdout"]
