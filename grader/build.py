@@ -62,6 +62,11 @@ def build(root: Path = ROOT, builddir: Path | None = None, strict: bool = True,
     env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")  # a debugger warning, not ours
     env.setdefault("GLOG_minloglevel", "2")
     env["COURSE_BOOK_BUILD"] = "1"  # chapters render static views of live widgets
+    # Chapters start scripts the way a reader does (`!torchrun ...`,
+    # `!python -m paddle.distributed.launch ...`): the environment's own commands come
+    # first on PATH even when it is not activated.
+    bindir = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join([bindir, env.get("PATH", "")])
     # jupyter-book writes into <path-output>/_build (the book root's _build by default)
     refresh_cache(root, (builddir or root) / "_build")
     t0 = time.perf_counter()
