@@ -1,8 +1,7 @@
 """What paddle.DataParallel communicates.
 
-    GLOG_minloglevel=0 GLOG_vmodule=reducer=4 \\
-        python -m paddle.distributed.launch --nproc_per_node 2 --log_dir runs/comm_paddle \\
-        ddp_comm_paddle.py --out runs/comm_paddle.json
+    GLOG_minloglevel=0 GLOG_vmodule=reducer=4 python -m paddle.distributed.launch \\
+        --nproc_per_node 2 --log_dir runs/comm_paddle ddp_comm_paddle.py
 
 Uses the data, model and training loop of ddp_paddle.py. DataParallel has no
 communication hook; with GLOG_vmodule=reducer=4 its reducer logs "start
@@ -12,6 +11,7 @@ experiments. Rank 0 writes the rest of what it measured to --out as JSON.
 """
 import argparse
 import json
+import os
 
 import numpy as np
 import paddle
@@ -20,12 +20,6 @@ from paddle.distributed import fleet
 from paddle.io import DataLoader, DistributedBatchSampler
 
 from ddp_paddle import make_data, make_model, setup, train_epoch
-
-
-def loader(world: int, rank: int, rows: int) -> DataLoader:
-    sampler = DistributedBatchSampler(make_data(), batch_size=rows, num_replicas=world,
-                                      rank=rank, drop_last=True)
-    return DataLoader(make_data(), batch_sampler=sampler)
 
 
 def flat(net: paddle.nn.Layer) -> np.ndarray:
@@ -39,24 +33,29 @@ def spread(t: paddle.Tensor) -> float:
     return float((copies[0] - copies[1]).abs().max())
 
 
-def accumulation(world: int, rank: int, accum: int, use_no_sync: bool) -> dict:
+def accumulation(world: int, rank: int, accum: int,
+                 use_no_sync: bool) -> tuple[dict, np.ndarray]:
     """One epoch at a global batch of 32 rows in `accum` micro-batches per step."""
     print(f"=== accum {accum}, no_sync {use_no_sync}", flush=True)
     net = make_model()
     model = paddle.DataParallel(net)
     opt = paddle.optimizer.Momentum(learning_rate=0.05, momentum=0.9,
                                     parameters=net.parameters())
-    data = loader(world, rank, 32 // (world * accum))
+    data = make_data()
+    sampler = DistributedBatchSampler(data, batch_size=32 // (world * accum),
+                                      num_replicas=world, rank=rank)
+    loader = DataLoader(data, batch_sampler=sampler)
     if use_no_sync:
-        train_epoch(model, data, opt, accum)
+        train_epoch(model, loader, opt, accum)
     else:           # accumulate without no_sync: every backward all-reduces
-        for i, (x, y) in enumerate(data):
+        for i, (x, y) in enumerate(loader):
             (paddle.nn.functional.mse_loss(model(x), y) / accum).backward()
             if (i + 1) % accum == 0:
                 opt.step()
                 opt.clear_grad()
-    return {"accum": accum, "no_sync": use_no_sync, "steps": len(data) // accum,
-            "backwards": len(data), "weights": flat(net)}
+    run = {"accum": accum, "no_sync": use_no_sync, "steps": len(loader) // accum,
+           "backwards": len(loader)}
+    return run, flat(net)
 
 
 def groups(comm_mb: float, last_mb: float) -> dict:
@@ -95,15 +94,15 @@ def buffers(rank: int) -> dict:
                                paddle.nn.ReLU(), paddle.nn.Linear(64, 4))
     before = spread(net[0].weight)
     model = paddle.DataParallel(net)
-    wrapped = {"weight": spread(net[0].weight), "running_mean": spread(net[1]._mean)}
+    wrapped = spread(net[0].weight)
     opt = paddle.optimizer.SGD(learning_rate=0.05, parameters=net.parameters())
     for _ in range(4):
-        model(paddle.randn([16, 32]) + rank).sum().backward()   # different rows per rank
+        model(paddle.randn([16, 32]) + rank).sum().backward()    # different rows
         opt.step()
         opt.clear_grad()
-    trained = {"weight": spread(net[0].weight), "running_mean": spread(net[1]._mean)}
-    return {"weights_before_wrapping": before, "after_wrapping": wrapped,
-            "after_4_steps": trained}
+    return {"weight_before_wrapping": before, "weight_after_wrapping": wrapped,
+            "weight_after_4_steps": spread(net[0].weight),
+            "running_mean_after_4_steps": spread(net[1]._mean)}
 
 
 class TwoHeads(paddle.nn.Layer):
@@ -125,7 +124,8 @@ def unused_parameters(find_unused: bool) -> dict:
         for step in range(2):
             model(x, task=step % 2).sum().backward()
     except RuntimeError as err:
-        return {"find_unused_parameters": find_unused, "error": str(err).splitlines()[0]}
+        return {"find_unused_parameters": find_unused,
+                "error": str(err).splitlines()[0]}
     return {"find_unused_parameters": find_unused, "error": None}
 
 
@@ -137,19 +137,20 @@ def main() -> None:
     runs = [accumulation(world, rank, 1, True), accumulation(world, rank, 4, False),
             accumulation(world, rank, 4, True)]
     print("=== other experiments", flush=True)
+    first = runs[0][1]
     report = {
         "world": world, "device": paddle.get_device(),
-        "accumulation": [{**r, "weights": None,
-                          "max_diff": float(np.abs(r["weights"] - runs[0]["weights"]).max())}
-                         for r in runs],
+        "accumulation": [{**run, "max_diff": float(np.abs(w - first).max())}
+                         for run, w in runs],
         "groups": [groups(25, 1), groups(1, 1), groups(0.5, 0.5)],
         "buffers": buffers(rank),
         "fp16_allreduce_grad_diff": fp16_allreduce(rank),
         "unused": [unused_parameters(f) for f in (True, False)],
     }
     if rank == 0:
+        os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
         with open(args.out, "w") as f:
-            json.dump(report, f)
+            json.dump(report, f, indent=1)
 
 
 if __name__ == "__main__":

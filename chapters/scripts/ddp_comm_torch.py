@@ -1,18 +1,21 @@
 """What DistributedDataParallel communicates, counted with a communication hook.
 
-    torchrun --standalone --nproc_per_node 2 ddp_comm_torch.py --out runs/comm_torch.json
+    torchrun --standalone --nproc_per_node 2 ddp_comm_torch.py
 
-Uses the data, model and training loop of ddp_torch.py. Rank 0 prints what it counted
-and writes it to --out as JSON.
+Uses the data, model and training loop of ddp_torch.py. Rank 0 writes what it counted
+to --out (runs/comm_torch.json) as JSON.
 """
 import argparse
 import inspect
 import json
+import os
 
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")    # the profiler's notices stay quiet
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.futures import Future
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.profiler import profile
 from torch.utils.data import DataLoader, DistributedSampler
@@ -22,32 +25,29 @@ from ddp_torch import make_data, make_model, setup, train_epoch
 
 class Counter:
     """Counts what DDP all-reduces. `hook` is the communication hook: it notes each
-    bucket, then all-reduces it as DDP would (sum, divided by the world size)."""
+    bucket, then all-reduces it as DDP does by default (sum, divided by the world)."""
 
     def __init__(self, model: nn.Module) -> None:
         self.names = {id(p): name for name, p in model.named_parameters()}
         self.calls, self.bytes, self.buckets = 0, 0, []
 
-    def hook(self, state, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
-        buffer = bucket.buffer()             # the bucket's gradients, flattened
+    def hook(self, state, bucket: dist.GradBucket) -> Future[torch.Tensor]:
+        grads = bucket.buffer()                  # the bucket's gradients, flattened
         self.calls += 1
-        self.bytes += buffer.numel() * buffer.element_size()
-        self.buckets.append({"index": bucket.index(), "dtype": str(buffer.dtype),
-                             "params": [self.names[id(p)] for p in bucket.parameters()]})
+        self.bytes += grads.numel() * grads.element_size()
+        names = [self.names[id(p)] for p in bucket.parameters()]
+        self.buckets.append({"index": bucket.index(), "params": names,
+                             "dtype": str(grads.dtype).replace("torch.", "")})
         return default_hooks.allreduce_hook(state, bucket)
 
 
-def loader(world: int, rank: int, rows: int) -> DataLoader:
-    sampler = DistributedSampler(make_data(), num_replicas=world, rank=rank)
-    return DataLoader(make_data(), batch_size=rows, sampler=sampler, drop_last=True)
-
-
-def weights(model: nn.Module) -> list:
-    return [p.detach().flatten().tolist() for p in model.parameters()]
+def flat(model: nn.Module) -> torch.Tensor:
+    return torch.cat([p.detach().flatten() for p in model.parameters()])
 
 
 def accumulation(world: int, rank: int, device: torch.device, accum: int,
-                 use_no_sync: bool, compress: bool = False) -> dict:
+                 use_no_sync: bool, compress: bool = False,
+                 ) -> tuple[dict, torch.Tensor]:
     """One epoch at a global batch of 32 rows in `accum` micro-batches per step."""
     net = make_model().to(device)
     model = DDP(net)
@@ -59,20 +59,23 @@ def accumulation(world: int, rank: int, device: torch.device, accum: int,
     else:
         model.register_comm_hook(None, count.hook)
     opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
-    data = loader(world, rank, 32 // (world * accum))
+    data = make_data()
+    sampler = DistributedSampler(data, num_replicas=world, rank=rank)
+    loader = DataLoader(data, batch_size=32 // (world * accum), sampler=sampler)
     if use_no_sync:
-        train_epoch(model, data, opt, device, accum)
+        train_epoch(model, loader, opt, device, accum)
     else:           # accumulate without no_sync: every backward all-reduces
-        for i, (x, y) in enumerate(data):
+        for i, (x, y) in enumerate(loader):
             loss = nn.functional.mse_loss(model(x.to(device)), y.to(device))
             (loss / accum).backward()
             if (i + 1) % accum == 0:
                 opt.step()
                 opt.zero_grad(set_to_none=True)
-    return {"accum": accum, "no_sync": use_no_sync, "compress": compress,
-            "steps": len(data) // accum, "backwards": len(data),
-            "allreduces": count.calls, "bytes": count.bytes,
-            "dtype": count.buckets[0]["dtype"], "weights": weights(net)}
+    run = {"accum": accum, "no_sync": use_no_sync, "compress": compress,
+           "steps": len(loader) // accum, "backwards": len(loader),
+           "allreduces": count.calls, "bytes": count.bytes,
+           "dtype": count.buckets[0]["dtype"]}
+    return run, flat(net)
 
 
 def buckets(device: torch.device, cap_mb: float | None) -> dict:
@@ -86,13 +89,14 @@ def buckets(device: torch.device, cap_mb: float | None) -> dict:
     for _ in range(2):      # DDP rebuilds its buckets after the first backward
         count.buckets = []
         model(x).sum().backward()
-        steps.append(count.buckets)
+        steps.append([b["params"] for b in count.buckets])
     sizes = {name: p.numel() * p.element_size() for name, p in net.named_parameters()}
-    return {"cap_mb": cap_mb, "first_step": steps[0], "later": steps[1], "sizes": sizes}
+    return {"bucket_cap_mb": cap_mb, "first_step": steps[0], "later": steps[1],
+            "sizes": sizes}
 
 
 def broadcasts(device: torch.device, sync_buffers: bool) -> dict:
-    """Broadcasts DDP runs in forward passes, counted with the profiler."""
+    """Broadcasts DDP runs in four forward passes, counted with the profiler."""
     net = nn.Sequential(nn.Linear(32, 64), nn.BatchNorm1d(64), nn.ReLU(),
                         nn.Linear(64, 4)).to(device)      # BatchNorm holds 3 buffers
     # PyTorch 2.13 renamed broadcast_buffers to forward_sync_buffers.
@@ -100,33 +104,36 @@ def broadcasts(device: torch.device, sync_buffers: bool) -> dict:
             inspect.signature(DDP).parameters else "broadcast_buffers")
     model = DDP(net, **{name: sync_buffers})
     x = torch.randn(16, 32, device=device)
-    model(x).sum().backward()   # the first step also broadcasts the new bucket order
+    for _ in range(2):     # the second forward also broadcasts rank 0's bucket order
+        model(x).sum().backward()
     with profile() as prof:
         for _ in range(4):
             model(x).sum().backward()
     calls = sum(e.count for e in prof.key_averages() if e.key == "c10d::broadcast_")
-    return {name: sync_buffers, "forwards": 4, "broadcasts": calls}
+    return {"option": name, "value": sync_buffers, "forwards": 4, "broadcasts": calls}
 
 
 class TwoHeads(nn.Module):
-    """A model with a head the loss never uses."""
+    """Two heads on one body; each step uses one of them (two alternating tasks)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.body, self.head, self.unused = nn.Linear(32, 64), nn.Linear(64, 4), nn.Linear(64, 4)
+        self.body = nn.Linear(32, 64)
+        self.heads = nn.ModuleList([nn.Linear(64, 4) for _ in range(2)])
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(torch.relu(self.body(x)))
+    def forward(self, x: torch.Tensor, task: int) -> torch.Tensor:
+        return self.heads[task](torch.relu(self.body(x)))
 
 
 def unused_parameters(device: torch.device, find_unused: bool) -> dict:
     model = DDP(TwoHeads().to(device), find_unused_parameters=find_unused)
     x = torch.randn(16, 32, device=device)
     try:
-        for _ in range(2):
-            model(x).sum().backward()
+        for step in range(2):
+            model(x, task=step % 2).sum().backward()
     except RuntimeError as err:
-        return {"find_unused_parameters": find_unused, "error": str(err).splitlines()[0]}
+        return {"find_unused_parameters": find_unused,
+                "error": str(err).splitlines()[0]}
     return {"find_unused_parameters": find_unused, "error": None}
 
 
@@ -135,24 +142,23 @@ def main() -> None:
     ap.add_argument("--out", default="runs/comm_torch.json")
     args = ap.parse_args()
     rank, world, device = setup()
+    runs = [accumulation(world, rank, device, 1, True),
+            accumulation(world, rank, device, 4, False),
+            accumulation(world, rank, device, 4, True),
+            accumulation(world, rank, device, 1, True, compress=True)]
+    first = runs[0][1]
     report = {
         "world": world, "device": str(device), "backend": dist.get_backend(),
-        "accumulation": [accumulation(world, rank, device, 1, True),
-                         accumulation(world, rank, device, 4, False),
-                         accumulation(world, rank, device, 4, True),
-                         accumulation(world, rank, device, 1, True, compress=True)],
+        "accumulation": [{**run, "max_diff": (w - first).abs().max().item()}
+                         for run, w in runs],
         "buckets": [buckets(device, cap) for cap in (None, 0.5, 4)],
-        "broadcasts": [broadcasts(device, b) for b in (True, False)],
-        "unused": [unused_parameters(device, f) for f in (False, True)],
+        "broadcasts": [broadcasts(device, sync) for sync in (True, False)],
+        "unused": [unused_parameters(device, f) for f in (True, False)],
     }
     if rank == 0:
+        os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
         with open(args.out, "w") as f:
-            json.dump(report, f)
-        for run in report["accumulation"]:
-            print(f"accum {run['accum']}, no_sync {run['no_sync']!s:5}, compress "
-                  f"{run['compress']!s:5}: {run['steps']} steps, {run['backwards']} "
-                  f"backwards, {run['allreduces']} all-reduces, {run['bytes']:,} bytes "
-                  f"({run['dtype']})")
+            json.dump(report, f, indent=1)
     dist.destroy_process_group()
 
 

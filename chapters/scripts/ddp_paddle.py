@@ -26,6 +26,11 @@ def setup() -> tuple[int, int]:
     # Reads PADDLE_TRAINER_ID, PADDLE_TRAINERS_NUM, PADDLE_TRAINER_ENDPOINTS,
     # PADDLE_CURRENT_ENDPOINT; puts this process on its GPU (or the CPU with gloo).
     dist.init_parallel_env()
+    env = os.environ
+    backend = env.get("PADDLE_DISTRI_BACKEND", "nccl")   # gloo: set by the launcher
+    print(f"rank {env['PADDLE_TRAINER_ID']} of {env['PADDLE_TRAINERS_NUM']}: endpoint "
+          f"{env['PADDLE_CURRENT_ENDPOINT']} of {env['PADDLE_TRAINER_ENDPOINTS']}, "
+          f"{backend} on {paddle.get_device()}", flush=True)
     return dist.get_rank(), dist.get_world_size()
 
 
@@ -62,7 +67,8 @@ def train_epoch(model: paddle.nn.Layer, loader: DataLoader,
         if last:
             opt.step()
             opt.clear_grad()
-        total += paddle.stack([loss.detach() * len(x), paddle.full([], len(x), "float32")])
+        rows = paddle.full([], len(x), "float32")
+        total += paddle.stack([loss.detach() * rows, rows])
     return total
 
 
@@ -101,8 +107,9 @@ def main() -> None:
         raise SystemExit(f"--global-batch {args.global_batch} does not split into "
                          f"{world} processes x {args.accum} micro-batches")
     lr = args.lr * args.global_batch / 32        # linear scaling with the global batch
-    print(f"rank {rank}/{world}: device {paddle.get_device()}, {micro} rows x "
-          f"{args.accum} micro-batches per step, lr {lr:g}", flush=True)
+    if rank == 0:
+        print(f"{world} process(es) x {micro} rows x {args.accum} micro-batch(es) = "
+              f"{args.global_batch} rows per step, lr {lr:g}", flush=True)
 
     data = make_data()
     sampler = DistributedBatchSampler(data, batch_size=micro, num_replicas=world,
@@ -118,7 +125,7 @@ def main() -> None:
 
     os.makedirs(os.path.dirname(args.checkpoint) or ".", exist_ok=True)
     for epoch in range(start, args.epochs):
-        sampler.set_epoch(epoch)                     # a new order, the same on all ranks
+        sampler.set_epoch(epoch)             # a new order, the same on every rank
         totals = train_epoch(model, loader, opt, args.accum)
         if world > 1:
             dist.all_reduce(totals)                  # sum the losses over all ranks

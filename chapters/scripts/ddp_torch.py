@@ -32,6 +32,9 @@ def setup() -> tuple[int, int, torch.device]:
     else:                                            # no GPU for every process
         device, backend = torch.device("cpu"), "gloo"
     dist.init_process_group(backend)  # reads MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE
+    master = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
+    print(f"rank {rank} of {world}: LOCAL_RANK {local_rank}, rendezvous at {master}, "
+          f"{backend} on {device}", flush=True)
     return rank, world, device
 
 
@@ -68,7 +71,8 @@ def train_epoch(model: nn.Module, loader: DataLoader, opt: torch.optim.Optimizer
         if last:
             opt.step()
             opt.zero_grad(set_to_none=True)
-        total += torch.stack([loss.detach() * len(x), loss.new_tensor(len(x))])
+        rows = loss.new_tensor(len(x))
+        total += torch.stack([loss.detach() * rows, rows])
     return total
 
 
@@ -107,8 +111,9 @@ def main() -> None:
         raise SystemExit(f"--global-batch {args.global_batch} does not split into "
                          f"{world} processes x {args.accum} micro-batches")
     lr = args.lr * args.global_batch / 32        # linear scaling with the global batch
-    print(f"rank {rank}/{world}: device {device}, {micro} rows x {args.accum} "
-          f"micro-batches per step, lr {lr:g}", flush=True)
+    if rank == 0:
+        print(f"{world} process(es) x {micro} rows x {args.accum} micro-batch(es) = "
+              f"{args.global_batch} rows per step, lr {lr:g}", flush=True)
 
     data = make_data()
     sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle=True)
@@ -121,7 +126,7 @@ def main() -> None:
 
     os.makedirs(os.path.dirname(args.checkpoint) or ".", exist_ok=True)
     for epoch in range(start, args.epochs):
-        sampler.set_epoch(epoch)                     # a new order, the same on all ranks
+        sampler.set_epoch(epoch)             # a new order, the same on every rank
         totals = train_epoch(model, loader, opt, device, args.accum)
         if dist.is_initialized():
             dist.all_reduce(totals)                  # sum the losses over all ranks
