@@ -62,3 +62,32 @@ def finish(procs: list[subprocess.Popen], timeout: float = 300) -> list[str]:
                 p.kill()
                 p.wait()
     return outs
+
+
+FAKE_SRUN = """#!/bin/bash
+# srun with one task per node, every "node" on this machine; each task's output goes
+# to $LOGDIR/node<i>.log
+pids=()
+for i in $(seq 0 $((SLURM_NNODES - 1))); do
+  SLURM_NODEID=$i SLURM_PROCID=$i "$@" > "$LOGDIR/node$i.log" 2>&1 &
+  pids+=($!)
+done
+status=0
+for p in "${pids[@]}"; do wait "$p" || status=1; done
+exit $status
+"""
+FAKE_SCONTROL = """#!/bin/bash
+# scontrol show hostnames LIST: one line per node, all of them this machine
+for i in $(seq 1 "$SLURM_NNODES"); do echo 127.0.0.1; done
+"""
+
+
+def fake_slurm(tmp_path: Path) -> Path:
+    """A folder holding stand-ins for Slurm's ``srun`` and ``scontrol``, to put first on
+    PATH: a batch script then runs its per-node command once per "node" on this machine."""
+    fake = tmp_path / "fake-bin"
+    fake.mkdir()
+    for name, text in (("srun", FAKE_SRUN), ("scontrol", FAKE_SCONTROL)):
+        (fake / name).write_text(text)
+        (fake / name).chmod(0o755)
+    return fake

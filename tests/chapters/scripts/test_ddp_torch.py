@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ._run import BIN, SCRIPTS, finish, free_port, run, start
+from ._run import BIN, SCRIPTS, fake_slurm, finish, free_port, run, start
 
 pytestmark = pytest.mark.slow
 TORCHRUN = str(BIN / "torchrun")
@@ -91,34 +91,8 @@ def test_two_nodes_of_one_process_each_through_torchrun_flags(tmp_path, one_proc
     _assert_same_model(tmp_path / "nodes.pt", one_process, epochs=2)
 
 
-FAKE_SRUN = """#!/bin/bash
-# srun with one task per node, every "node" on this machine
-pids=()
-for i in $(seq 0 $((SLURM_NNODES - 1))); do
-  SLURM_NODEID=$i SLURM_PROCID=$i "$@" > "$LOGDIR/node$i.log" 2>&1 &
-  pids+=($!)
-done
-status=0
-for p in "${pids[@]}"; do wait "$p" || status=1; done
-exit $status
-"""
-FAKE_SCONTROL = """#!/bin/bash
-# scontrol show hostnames LIST: one line per node
-for i in $(seq 1 "$SLURM_NNODES"); do echo 127.0.0.1; done
-"""
-
-
-def _fake_slurm(tmp_path: Path) -> Path:
-    fake = tmp_path / "fake-bin"
-    fake.mkdir()
-    for name, text in (("srun", FAKE_SRUN), ("scontrol", FAKE_SCONTROL)):
-        (fake / name).write_text(text)
-        (fake / name).chmod(0o755)
-    return fake
-
-
 def test_the_slurm_batch_script_runs_one_torchrun_per_node(tmp_path, one_process):
-    fake = _fake_slurm(tmp_path)
+    fake = fake_slurm(tmp_path)
     ckpt = tmp_path / "slurm.pt"
     p = run(["bash", str(SCRIPTS / "ddp_torch.sbatch")], SCRIPTS, check=False,
             PATH=f"{fake}:{BIN}:/usr/bin:/bin", LOGDIR=str(tmp_path), SLURM_NNODES="2",
