@@ -99,7 +99,7 @@ def broadcasts(device: torch.device, sync_buffers: bool) -> dict:
     """Broadcasts DDP runs in four forward passes, counted with the profiler."""
     net = nn.Sequential(nn.Linear(32, 64), nn.BatchNorm1d(64), nn.ReLU(),
                         nn.Linear(64, 4)).to(device)      # BatchNorm holds 3 buffers
-    # PyTorch 2.13 renamed broadcast_buffers to forward_sync_buffers.
+    # broadcast_buffers is called forward_sync_buffers in PyTorch 2.13.
     name = ("forward_sync_buffers" if "forward_sync_buffers" in
             inspect.signature(DDP).parameters else "broadcast_buffers")
     model = DDP(net, **{name: sync_buffers})

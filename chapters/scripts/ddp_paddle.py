@@ -7,7 +7,8 @@ One process per device: with GPUs the launcher gives each process its own
 (FLAGS_selected_gpus) and the processes talk over NCCL; on a machine without GPUs it
 sets PADDLE_DISTRI_BACKEND=gloo and they run on the CPU. The global batch
 (--global-batch) is fixed, so one process or several, every optimizer step sees the
-same rows and the runs end with the same weights.
+same rows and the runs end with the same weights. If the checkpoint exists,
+training continues from it: a restarted job resumes.
 """
 import argparse
 import os
@@ -97,8 +98,8 @@ def main() -> None:
     ap.add_argument("--global-batch", type=int, default=32, help="rows per step")
     ap.add_argument("--accum", type=int, default=1, help="micro-batches per step")
     ap.add_argument("--lr", type=float, default=0.05, help="for a global batch of 32")
-    ap.add_argument("--checkpoint", default="runs/ddp_paddle.pdparams")
-    ap.add_argument("--resume", action="store_true", help="continue from --checkpoint")
+    ap.add_argument("--checkpoint", default="runs/ddp_paddle.pdparams",
+                    help="written after each epoch; resumed from if it exists")
     args = ap.parse_args()
 
     rank, world = setup()
@@ -118,7 +119,11 @@ def main() -> None:
     net = make_model()
     opt = paddle.optimizer.Momentum(learning_rate=lr, momentum=0.9,
                                     parameters=net.parameters())
-    start = load_checkpoint(args.checkpoint, net, opt) if args.resume else 0
+    start = 0
+    if os.path.exists(args.checkpoint):          # a restarted job continues
+        start = load_checkpoint(args.checkpoint, net, opt)
+        if rank == 0:
+            print(f"resumed from {args.checkpoint} at epoch {start}", flush=True)
     # DataParallel broadcasts rank 0's parameters and buffers here (once); it
     # all-reduces gradients.
     model = paddle.DataParallel(net) if world > 1 else net

@@ -6,7 +6,8 @@
 One process per device: with a GPU for every process, process LOCAL_RANK drives
 cuda:LOCAL_RANK and the processes talk over NCCL; otherwise they run on the CPU over
 gloo. The global batch (--global-batch) is fixed, so one process or several, every
-optimizer step sees the same rows and the runs end with the same weights.
+optimizer step sees the same rows and the runs end with the same weights. If the
+checkpoint exists, training continues from it: a restarted job resumes.
 """
 import argparse
 import os
@@ -101,8 +102,8 @@ def main() -> None:
     ap.add_argument("--global-batch", type=int, default=32, help="rows per step")
     ap.add_argument("--accum", type=int, default=1, help="micro-batches per step")
     ap.add_argument("--lr", type=float, default=0.05, help="for a global batch of 32")
-    ap.add_argument("--checkpoint", default="runs/ddp_torch.pt")
-    ap.add_argument("--resume", action="store_true", help="continue from --checkpoint")
+    ap.add_argument("--checkpoint", default="runs/ddp_torch.pt",
+                    help="written after each epoch; resumed from if it exists")
     args = ap.parse_args()
 
     rank, world, device = setup()
@@ -120,7 +121,11 @@ def main() -> None:
     loader = DataLoader(data, batch_size=micro, sampler=sampler, drop_last=True)
     net = make_model().to(device)
     opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=0.9)
-    start = load_checkpoint(args.checkpoint, net, opt, device) if args.resume else 0
+    start = 0
+    if os.path.exists(args.checkpoint):          # a restarted job continues
+        start = load_checkpoint(args.checkpoint, net, opt, device)
+        if rank == 0:
+            print(f"resumed from {args.checkpoint} at epoch {start}", flush=True)
     # DDP broadcasts rank 0's parameters and buffers here; it all-reduces gradients.
     model = DDP(net) if dist.is_initialized() else net
 
