@@ -127,7 +127,10 @@ def main() -> None:
         if rank == 0:
             print(f"resumed from {args.checkpoint} at epoch {start}", flush=True)
     # DDP broadcasts rank 0's parameters and buffers here; it all-reduces gradients.
-    model = DDP(net) if dist.is_initialized() else net
+    if dist.is_initialized():
+        model = DDP(net, device_ids=[device.index] if device.type == "cuda" else None)
+    else:
+        model = net
 
     os.makedirs(os.path.dirname(args.checkpoint) or ".", exist_ok=True)
     for epoch in range(start, args.epochs):

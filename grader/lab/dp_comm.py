@@ -41,8 +41,12 @@ def plot_buckets(rows: Sequence[tuple[str, Sequence[Sequence[str]]]], sizes: dic
                 x += w
             ax.add_patch(Rectangle((start, y - 0.36), x - start, 0.72, fill=False,
                                    edgecolor="black", linewidth=1.0))
-            ax.text((start + x) / 2, y, f"{i}", ha="center", va="center", fontsize=8,
-                    color="white", fontweight="bold")
+            if x - start > 0.06 * total:            # the bucket's number inside it
+                ax.text((start + x) / 2, y, f"{i}", ha="center", va="center", fontsize=8,
+                        color="white", fontweight="bold")
+            else:                                   # too thin: above it
+                ax.text((start + x) / 2, y - 0.42, f"{i}", ha="center", va="bottom",
+                        fontsize=7)
             x += gap
     ax.set_xlim(-gap, total + gap * (1 + max(len(b) for _, b in rows)))
     ax.set_ylim(len(rows) - 0.5, -0.5)
