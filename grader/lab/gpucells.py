@@ -273,8 +273,14 @@ def _translate(source: str, cwd: Path) -> str:
 
 
 def _shell(cwd: Path):
+    # As in the book build: the running environment's own commands (torchrun, python)
+    # come first on PATH, even when that environment is not activated.
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+
     def run(cmd: str) -> None:
-        p = subprocess.run(cmd, shell=True, cwd=cwd, capture_output=True, text=True)
+        p = subprocess.run(cmd, shell=True, cwd=cwd, capture_output=True, text=True,
+                           env=env)
         sys.stdout.write(p.stdout)
         sys.stdout.write(p.stderr)
         if p.returncode:
