@@ -258,8 +258,14 @@ def _translate(source: str, cwd: Path) -> str:
         return (f"import pathlib as _p\n_p.Path({str(cwd / target)!r}).parent.mkdir("
                 f"parents=True, exist_ok=True)\n_p.Path({str(cwd / target)!r}).write_text("
                 f"{body!r})\nprint('Writing {target}')\n")
-    out = []
+    joined: list[str] = []  # IPython joins a `!command \` with its next line
     for line in lines:
+        if joined and joined[-1].lstrip().startswith("!") and joined[-1].endswith("\\"):
+            joined[-1] = joined[-1][:-1] + " " + line.strip()
+        else:
+            joined.append(line)
+    out = []
+    for line in joined:
         stripped = line.lstrip()
         indent = line[: len(line) - len(stripped)]
         if stripped.startswith("!"):

@@ -9,6 +9,7 @@ A profiler's Chrome trace (``torch.profiler``, ``paddle.profiler``) is read with
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -108,8 +109,10 @@ class Timeline:
         tl = cls(title)
         for e in chosen:
             start = (float(e["ts"]) - base) * 1e-6
+            # paddle.profiler appends the duration to a name: "matmul dygraph[1.2 ms]"
+            name = re.sub(r"\[[\d.]+ [mun]?s\]$", "", str(e.get("name", "")))
             tl.add(rows[e["cat"]], start, start + float(e.get("dur", 0.0)) * 1e-6,
-                   kinds.get(e["cat"], "other"), str(e.get("name", "")))
+                   kinds.get(e["cat"], "other"), name)
         return tl
 
     # -- reading ----------------------------------------------------------------
@@ -173,12 +176,15 @@ class Timeline:
         span = self.span() or 1.0
         rows = self.rows
         for y, row in enumerate(rows):
-            for iv in (i for i in self.intervals if i.row == row):
+            outer_end = float("-inf")  # label only intervals not nested in an earlier one
+            for iv in sorted((i for i in self.intervals if i.row == row),
+                             key=lambda i: (i.start, -i.end)):
                 ax.broken_barh([((iv.start - t0) * scale, max(iv.duration * scale, 1e-9))],
                                (y - 0.35, 0.7), facecolors=COLORS.get(iv.kind, COLORS["other"]),
                                edgecolor="white", linewidth=0.5)
                 fits = int(100 * iv.duration / span)  # about 100 small characters per axis
-                if labels and iv.label and fits >= 4:
+                nested, outer_end = iv.end <= outer_end, max(outer_end, iv.end)
+                if labels and iv.label and fits >= 4 and not nested:
                     text = iv.label if len(iv.label) <= fits else iv.label[:fits - 1] + "…"
                     ax.text((iv.start - t0 + iv.duration / 2) * scale, y, text,
                             ha="center", va="center", fontsize="x-small", color="white",

@@ -162,7 +162,8 @@ def test_the_pages_profiler_trace_is_read_and_drawn(framework, op_cat, region_ca
 
     plt.close("all")
     ns = _run_page_profile(framework, tmp_path, monkeypatch)
-    trace = json.loads(Path(ns["trace_path"]).read_text())
+    trace = json.loads(Path(ns["trace_path" if framework == "torch" else "pd_trace_path"])
+                       .read_text())
     tl, ops = ns["tl"], ns["ops"]
     complete = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
     # every operator event and both named regions are on the timeline, nothing else

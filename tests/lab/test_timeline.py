@@ -104,3 +104,22 @@ def test_labels_are_written_on_intervals_wide_enough_to_hold_them():
     plt.close(ax.figure)
     assert len(tl.plot().texts) == 0
     plt.close("all")
+
+
+def test_only_the_outermost_of_nested_intervals_is_labelled():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tl = Timeline.from_chrome_trace({"traceEvents": [
+        {"ph": "X", "cat": "Operator", "name": "matmul dygraph[15.36 ms]", "ts": 0, "dur": 900},
+        {"ph": "X", "cat": "Operator", "name": "matmul kernel", "ts": 10, "dur": 800},
+        {"ph": "X", "cat": "Operator", "name": "scale dygraph[96.1 us]", "ts": 900, "dur": 100}]})
+    assert [i.label for i in tl.intervals] == ["matmul dygraph", "matmul kernel",
+                                              "scale dygraph"]
+    ax = tl.plot(labels=True)
+    texts = [t.get_text() for t in ax.texts]
+    assert texts[0] == "matmul dygraph" and len(texts) == 2
+    assert texts[1] == "scale dyg…"  # 10% of the axis holds about 10 small characters
+    plt.close("all")
