@@ -135,6 +135,7 @@ def draw(g: nx.DiGraph, ax: Any = None, title: str = "", font_size: float = 7.0)
               loc="lower right", fontsize="small", frameon=False, ncol=len(devices))
     ys = [y for _, y in pos.values()]
     ax.set_ylim(min(ys) - 0.5, max(ys) + 0.6)  # room for the labels above the top nodes
+    ax.set_xlim(-0.6, len(groups) - 0.3)  # and for the last column's labels
     ax.set_axis_off()
     if title:
         ax.set_title(title, fontsize="medium", loc="left")
