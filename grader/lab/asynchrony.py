@@ -115,7 +115,11 @@ def threads_verdict(speedup: float, cores: int, load: float | None = None) -> st
            "faster than one" if busy else
            "the product was too small to share, or the cores were taken by other "
            "programs between the load average's samples")
-    return (f"On this run the extra threads did not help ({speedup:.2f} times the "
+    if speedup < 1.0:
+        return (f"On this run the extra threads did not help: one product was slower with "
+                f"{cores} threads than with one ({speedup:.2f} times the one-thread "
+                f"speed): {why}.")
+    return (f"On this run the extra threads barely helped ({speedup:.2f} times the "
             f"one-thread speed): {why}.")
 
 

@@ -83,6 +83,7 @@ def test_the_pages_run_travels_to_a_cpu_worker_and_computes_there():
     (1.9, 2, "already uses every core", "did not help"),
     (1.4, 2, "not perfectly", "every core"),
     (0.92, 2, "did not help", "every core"),
+    (1.13, 2, "barely helped", "did not help"),
     (5.0, 8, "not perfectly", "every core"),
     (1.0, 1, "single core", "every core"),
 ])
