@@ -1,8 +1,10 @@
 """Run every experiment of the parallel-computation chapters on the GPUs present and
 record the results: ``python -m grader.gpu_check [--out PATH]`` (``make gpu-check``).
 
-It runs, in both frameworks, the experiments of ``chapters/async.md``,
-``chapters/multidevice.md`` and ``chapters/communication.md`` at the seed's sizes (50
+It first runs the chapters' GPU cells (:mod:`grader.lab.gpucells`; ``chapters/async.md``
+and ``chapters/toolkit.md`` time on GPUs there, in the frameworks' own API), then, in
+both frameworks, the experiments of ``chapters/multidevice.md`` and
+``chapters/communication.md`` at the seed's sizes (50
 products of 4000 x 4000 float32, keeping only the last result, so a device holds about
 200 MB instead of 3.2 GB) and writes one JSON file (times, device name, driver and CUDA
 versions, library versions, ISO date) to ``bench/results/gpu/<date>-<gpu>.json``. The
@@ -30,7 +32,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = ROOT / "bench" / "results" / "gpu"
 SCHEMA = 1
-EXPERIMENTS = ("timing", "two_devices", "small_ops", "copy_overlap", "nonblocking_trap")
+EXPERIMENTS = ("two_devices", "small_ops", "copy_overlap", "nonblocking_trap")
 REQUIRED = {"schema": int, "date": str, "gpu_name": str, "gpu_count": int, "driver": str,
             "cuda": dict, "versions": dict, "tiny": bool, "cpu_only": bool, "seconds": float,
             "results": dict}
@@ -52,7 +54,6 @@ def _stats(s: Any) -> dict:
 def run_framework(framework: str, tiny: bool) -> dict:
     """Every chapter experiment in one framework on the devices it gets; JSON-ready."""
     from grader.lab import get_backend, get_devices
-    from grader.lab.experiments_async import timing_pitfalls
     from grader.lab.experiments_comm import COPY_MODES, copy_overlap, nonblocking_read_trap
     from grader.lab.experiments_multi import StreamQueue, memory_plan, small_ops, two_devices, workload_size
 
@@ -63,9 +64,6 @@ def run_framework(framework: str, tiny: bool) -> dict:
     data = rng.standard_normal((n, n), dtype=np.float32)
     out: dict[str, Any] = {"devices": plan.describe(), "kind": plan.kind, "n": n,
                            "products": products, "sizes": why}
-
-    tp = timing_pitfalls(plan[0], data, products)
-    out["timing"] = {"cold_s": tp.cold_s, "unsynced_s": tp.unsynced_s, "synced": _stats(tp.synced)}
 
     mr = two_devices(plan.devices, data, products)
     out["two_devices"] = {"first": _stats(mr.first), "second": _stats(mr.second),

@@ -24,11 +24,41 @@ EXPERIMENT_PAGES = ["toolkit", "async", "multidevice", "communication", "data_pa
 # The calls each page is about, per framework: a reader of that tab must see them in a
 # cell (or a script the page shows in full). Pages are added as they are rewritten in
 # the frameworks' own APIs.
-API: dict[str, dict[str, list[str]]] = {}
+API: dict[str, dict[str, list[str]]] = {
+    "toolkit": {
+        "torch": ["torch.cuda.is_available", "torch.cuda.device_count", "torch.device(",
+                  "torch.accelerator", "torch.get_device_module", "device=", ".to(device)",
+                  "torch.utils.benchmark", "blocked_autorange", "torch.cuda.synchronize",
+                  "torch.cuda.Event(enable_timing=True)", "elapsed_time",
+                  "init_process_group", "get_rank", "get_world_size", "dist.all_reduce",
+                  "torchrun --standalone --nproc_per_node 2 hello_torch.py"],
+        "paddle": ["paddle.device.is_compiled_with_cuda", "paddle.device.cuda.device_count",
+                   "paddle.device.get_device", "paddle.device.set_device",
+                   "paddle.CUDAPlace", "paddle.CPUPlace", "paddle.device.synchronize",
+                   "paddle.device.Event(enable_timing=True)", "elapsed_time",
+                   "init_parallel_env", "get_rank", "get_world_size", "dist.all_reduce",
+                   "python -m paddle.distributed.launch", "hello_paddle.py"],
+    },
+    "async": {
+        "torch": ["torch.fx.symbolic_trace", "torch.set_num_threads",
+                  "torch.get_num_threads", "torch.cuda.synchronize",
+                  "torch.cuda.Event(enable_timing=True)", "elapsed_time",
+                  "torch.profiler", "ProfilerActivity.CPU", "ProfilerActivity.CUDA",
+                  "record_function", "key_averages().table", "export_chrome_trace",
+                  "pin_memory()", "non_blocking=True"],
+        "paddle": ["paddle.jit.to_static", "paddle.base.core.set_num_threads",
+                   "OMP_NUM_THREADS", "paddle.device.set_device",
+                   "paddle.device.synchronize", "paddle.device.Event(enable_timing=True)",
+                   "elapsed_time", "paddle.profiler", "profiler.Profiler",
+                   "ProfilerTarget.CPU", "ProfilerTarget.GPU", "RecordEvent",
+                   ".summary(", "export_chrome_tracing", "pin_memory()",
+                   "blocking=False"],
+    },
+}
 
 # Pages whose code cells are held to the 88-column limit (every page, once rewritten).
 COLUMN_LIMIT = 88
-COLUMN_PAGES: list[str] = []
+COLUMN_PAGES: list[str] = ["toolkit", "async"]
 
 
 def _pages() -> list[Path]:

@@ -29,11 +29,23 @@ def test_default_path_is_dated_and_named_after_the_gpu():
     assert p.parent == gpu_check.RESULTS_DIR and p.name == "2026-11-29-nvidia-h200-sxm.json"
 
 
+def _committed_cells() -> dict:
+    folder = gpu_check.ROOT / "bench" / "results" / "gpu" / "cells"
+    return {p.name: p.stat().st_mtime_ns for p in folder.glob("*.json")}
+
+
 @pytest.mark.slow
 def test_a_tiny_cpu_run_writes_a_well_formed_record(tmp_path):
     out = tmp_path / "r.json"
-    assert gpu_check.main([str(out), "--allow-cpu", "--tiny", "--frameworks", "torch,paddle"]) == 0
+    before = _committed_cells()
+    # the chapters' GPU cells run too (as a CPU smoke run): their records go to tmp_path,
+    # never into bench/results/gpu/cells
+    assert gpu_check.main([str(out), "--allow-cpu", "--tiny", "--frameworks", "torch,paddle",
+                           "--cells-out", str(tmp_path / "cells")]) == 0
     rec = json.loads(out.read_text())
+    cells = {p.name for p in (tmp_path / "cells").glob("*.json")}
+    assert {"async.json", "toolkit.json"} <= cells
+    assert _committed_cells() == before  # the committed GPU records were not touched
     assert gpu_check.validate(rec) == []
     assert rec["tiny"] is True and rec["cpu_only"] is (_gpus() == 0)
     for fw in ("torch", "paddle"):

@@ -39,7 +39,11 @@ def hardware_summary() -> str:
     lines = [f"Outputs on this page were computed while building it ({datetime.date.today().isoformat()}):",
              f"  CPU: {cpu_cores()} cores, {cpu_model()}"]
     for fw in FRAMEWORKS:
-        be = get_backend(fw)
+        try:
+            be = get_backend(fw)
+        except ImportError:  # a GPU machine may carry one framework only
+            lines.append(f"  {'PyTorch' if fw == 'torch' else 'PaddlePaddle'}: not installed")
+            continue
         n = be.gpu_count()
         gpus = f"{n} GPU(s), {be.gpu_name(0)}" if n else "no GPU"
         lines.append(f"  {be.LABEL} {be.version()}: {gpus}")

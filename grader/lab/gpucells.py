@@ -258,8 +258,14 @@ def _translate(source: str, cwd: Path) -> str:
         return (f"import pathlib as _p\n_p.Path({str(cwd / target)!r}).parent.mkdir("
                 f"parents=True, exist_ok=True)\n_p.Path({str(cwd / target)!r}).write_text("
                 f"{body!r})\nprint('Writing {target}')\n")
-    out = []
+    joined: list[str] = []  # IPython joins a `!command \` with its next line
     for line in lines:
+        if joined and joined[-1].lstrip().startswith("!") and joined[-1].endswith("\\"):
+            joined[-1] = joined[-1][:-1] + " " + line.strip()
+        else:
+            joined.append(line)
+    out = []
+    for line in joined:
         stripped = line.lstrip()
         indent = line[: len(line) - len(stripped)]
         if stripped.startswith("!"):
@@ -273,8 +279,14 @@ def _translate(source: str, cwd: Path) -> str:
 
 
 def _shell(cwd: Path):
+    # As in the book build: the running environment's own commands (torchrun, python)
+    # come first on PATH, even when that environment is not activated.
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+
     def run(cmd: str) -> None:
-        p = subprocess.run(cmd, shell=True, cwd=cwd, capture_output=True, text=True)
+        p = subprocess.run(cmd, shell=True, cwd=cwd, capture_output=True, text=True,
+                           env=env)
         sys.stdout.write(p.stdout)
         sys.stdout.write(p.stderr)
         if p.returncode:

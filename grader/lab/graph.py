@@ -133,6 +133,9 @@ def draw(g: nx.DiGraph, ax: Any = None, title: str = "", font_size: float = 7.0)
                             labels={n: n.split(" @")[0] for n in g}, ax=ax, font_size=font_size)
     ax.legend(handles=[Patch(color=DEVICE_COLORS.get(d, "#CCB974"), label=d) for d in devices],
               loc="lower right", fontsize="small", frameon=False, ncol=len(devices))
+    ys = [y for _, y in pos.values()]
+    ax.set_ylim(min(ys) - 0.5, max(ys) + 0.6)  # room for the labels above the top nodes
+    ax.set_xlim(-0.6, len(groups) - 0.3)  # and for the last column's labels
     ax.set_axis_off()
     if title:
         ax.set_title(title, fontsize="medium", loc="left")

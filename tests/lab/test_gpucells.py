@@ -132,3 +132,36 @@ def test_shell_lines_and_writefile_cells_run_without_ipython(tmp_path):
     res = gpucells.run_cells(p, "torch")
     assert res["torch:run"]["error"] == ""
     assert "hello from a script" in res["torch:run"]["stdout"]
+
+
+def test_a_shell_command_continued_with_a_backslash_is_one_command(tmp_path):
+    p = tmp_path / "c.md"
+    p.write_text(textwrap.dedent('''\
+        ```{code-cell} ipython3
+        :tags: [torch, skip-execution]
+        :gpu-cell: run
+        !echo one \\
+            two
+        print("after")
+        ```
+        '''))
+    res = gpucells.run_cells(p, "torch")
+    assert res["torch:run"]["error"] == ""
+    assert res["torch:run"]["stdout"].split() == ["one", "two", "after"]
+
+
+def test_shell_commands_find_the_running_environments_own_programs(tmp_path):
+    p = tmp_path / "e.md"
+    p.write_text(textwrap.dedent('''\
+        ```{code-cell} ipython3
+        :tags: [torch, skip-execution]
+        :gpu-cell: run
+        !command -v python
+        ```
+        '''))
+    import sys
+    from pathlib import Path
+
+    res = gpucells.run_cells(p, "torch")
+    found = Path(res["torch:run"]["stdout"].strip())
+    assert found.parent == Path(sys.executable).parent
