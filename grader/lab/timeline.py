@@ -62,6 +62,21 @@ class Timeline:
             tl.add_records(str(d), [r for r in d.records if r.start_ns >= since_ns])
         return tl
 
+    @classmethod
+    def from_events(cls, marks: Iterable[tuple], origin: Any, title: str = "") -> "Timeline":
+        """From device events (``torch.cuda.Event`` or ``paddle.device.Event``, created
+        with ``enable_timing=True`` and synchronized): ``marks`` are ``(row, start_event,
+        end_event)`` or ``(row, start_event, end_event, kind, label)``; every time is
+        ``origin.elapsed_time(event)``, milliseconds after the ``origin`` event."""
+        tl = cls(title)
+        for mark in marks:
+            row, a, b, *rest = mark
+            kind, label = (list(rest) + ["compute", ""])[:2] if rest else ("compute", "")
+            t0 = float(origin.elapsed_time(a)) / 1e3
+            t1 = float(origin.elapsed_time(b)) / 1e3
+            tl.add(row, t0, max(t0, t1), kind, label)
+        return tl
+
     # -- reading ----------------------------------------------------------------
     @property
     def rows(self) -> list[str]:
