@@ -121,7 +121,8 @@ def overlap_verdict(ranks: list[dict], timelines: CommTimelines) -> str:
             f"at the same time for {both_ms:.1f} ms per rank")
     if all(r.get("ran_inside_the_call") for r in ranks):
         return (head + ": every all-reduce had already finished when the call returned, "
-                "so this backend ran it inside the call and there was nothing to overlap")
+                "so this backend ran it inside the call: there was nothing to overlap, and "
+                "whatever separates the two times is not overlap")
     if ovl < 0.95 * seq:
         return head + ": overlapping saved time"
     if both_ms > 0.5:

@@ -255,9 +255,10 @@ class DevicePlan:
         n, label = self.requested, get_backend(self.framework).LABEL
         if standin and self.kind == "cpu-workers":
             threads = self.devices[0].worker.threads
-            return (f"CPU stand-in: {n} worker process{'es' if n > 1 else ''} "
-                    f"({threads} of this machine's {cpu_cores()} cores each, {label} on "
-                    "the CPU), not GPUs")
+            cores = (f"{threads} of this machine's {cpu_cores()} cores each" if n > 1 else
+                     f"{threads} of this machine's {cpu_cores()} cores")
+            return (f"CPU stand-in: {n} worker process{'es' if n > 1 else ''} ({cores}, "
+                    f"{label} on the CPU), not GPUs")
         if self.kind == "gpus":
             return f"{n} GPU(s) for {n} devices ({label}): " + ", ".join(d.label() for d in self.devices)
         if self.kind == "gpu+cpu":

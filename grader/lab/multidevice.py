@@ -48,9 +48,9 @@ def split_verdict(one: float, two: float, what: str = "two streams") -> str:
         raise ValueError("need positive times")
     ratio = one / two
     if ratio >= 1.2:
-        tail = f"{what} were faster: one at a time left part of the device idle"
+        tail = f"{what} were faster: one at a time left part of the hardware idle"
     elif ratio > 1 / 1.2:
-        tail = f"{what} gained nothing: one at a time already kept the device busy"
+        tail = f"{what} gained nothing: one at a time already kept the hardware busy"
     else:
         tail = f"{what} were slower: they got in each other's way"
     return f"{ratio:.2f}x as fast with {what}; {tail}"
