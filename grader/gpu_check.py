@@ -1,16 +1,21 @@
-"""Run every experiment of the parallel-computation chapters on the GPUs present and
-record the results: ``python -m grader.gpu_check [--out PATH]`` (``make gpu-check``).
+"""Record what the chapters' experiments do on a GPU: ``python -m grader.gpu_check``
+(``make gpu-check``).
 
-It runs, in both frameworks, the experiments of ``chapters/async.md``,
-``chapters/multidevice.md`` and ``chapters/communication.md`` at the seed's sizes (50
-products of 4000 x 4000 float32, keeping only the last result, so a device holds about
-200 MB instead of 3.2 GB) and writes one JSON file (times, device name, driver and CUDA
-versions, library versions, ISO date) to ``bench/results/gpu/<date>-<gpu>.json``. The
-chapters show committed files beside their live outputs (:mod:`grader.lab.recorded`).
+First, every chapter's GPU cells (:mod:`grader.lab.gpucells`): each page with a
+``:gpu-cell:`` runs top to bottom in a plain Python namespace, once per framework with a
+GPU, and what its GPU cells printed and drew is written to
+``bench/results/gpu/cells/<page>.json`` with the machine's provenance. The chapters show
+those records where the build machine has no GPU.
 
-Without a GPU it stops with exit status 2 and says so. ``--allow-cpu --tiny`` runs the
-same code on CPU with tiny sizes: a smoke test of the script (what its test does), never
-a result to commit.
+Then, unless ``--cells-only``, the experiment that ``chapters/async.md`` still runs
+through the course's device interface (``timing``: cold, unsynchronized and
+synchronized clocks) at the original section's sizes (50 products of 4000 x 4000
+float32), written to ``bench/results/gpu/<date>-<gpu>.json`` (times, device name, driver
+and CUDA versions, library versions, ISO date) and shown by :mod:`grader.lab.recorded`.
+
+Without a GPU it stops with exit status 2 and says so. ``--allow-cpu`` (with ``--tiny``
+for the timing run) runs the same code on CPU: a smoke test of the script, marked as
+such, never a result to show.
 """
 from __future__ import annotations
 
@@ -30,7 +35,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = ROOT / "bench" / "results" / "gpu"
 SCHEMA = 1
-EXPERIMENTS = ("timing", "two_devices", "small_ops", "copy_overlap", "nonblocking_trap")
+EXPERIMENTS = ("timing",)
 REQUIRED = {"schema": int, "date": str, "gpu_name": str, "gpu_count": int, "driver": str,
             "cuda": dict, "versions": dict, "tiny": bool, "cpu_only": bool, "seconds": float,
             "results": dict}
@@ -49,48 +54,27 @@ def _stats(s: Any) -> dict:
     return {"median_s": s.median, "min_s": s.min, "max_s": s.max, "samples": len(s.samples)}
 
 
-def run_framework(framework: str, tiny: bool) -> dict:
-    """Every chapter experiment in one framework on the devices it gets; JSON-ready."""
-    from grader.lab import get_backend, get_devices
-    from grader.lab.experiments_async import timing_pitfalls
-    from grader.lab.experiments_comm import COPY_MODES, copy_overlap, nonblocking_read_trap
-    from grader.lab.experiments_multi import StreamQueue, memory_plan, small_ops, two_devices, workload_size
+def workload_size(gpu: bool, tiny: bool) -> tuple[int, int, str]:
+    """``(n, products, why)``: the original section's sizes on a GPU, fewer on a CPU."""
+    if tiny:
+        return 64, 4, "tiny sizes (a smoke test of the code, not a measurement)"
+    if gpu:
+        return 4000, 50, "the original section's sizes"
+    return 1024, 12, "scaled down for a CPU"
 
-    be = get_backend(framework)
+
+def run_framework(framework: str, tiny: bool) -> dict:
+    """The timing experiment in one framework on the first device it gets; JSON-ready."""
+    from grader.lab import get_devices
+    from grader.lab.experiments_async import timing_pitfalls
+
     plan = get_devices(2, framework, verbose=False)
-    n, products, why = workload_size(plan.simulated, tiny)
-    rng = np.random.default_rng(0)
-    data = rng.standard_normal((n, n), dtype=np.float32)
+    n, products, why = workload_size(not plan.simulated, tiny)
+    data = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
     out: dict[str, Any] = {"devices": plan.describe(), "kind": plan.kind, "n": n,
                            "products": products, "sizes": why}
-
     tp = timing_pitfalls(plan[0], data, products)
     out["timing"] = {"cold_s": tp.cold_s, "unsynced_s": tp.unsynced_s, "synced": _stats(tp.synced)}
-
-    mr = two_devices(plan.devices, data, products)
-    out["two_devices"] = {"first": _stats(mr.first), "second": _stats(mr.second),
-                          "both": _stats(mr.both), "speedup": mr.speedup, "ideal": mr.ideal,
-                          "overlap_s": mr.overlap_s, "span_s": mr.timeline.span(),
-                          "memory": memory_plan(n, products)}
-
-    spec = "gpu:0" if be.gpu_count() else "cpu"
-    sizes = [(16 if tiny else 64, 64 if tiny else 2000), (64 if tiny else 2048, 4 if tiny else 16)]
-    whole = StreamQueue(framework, spec, None)
-    halves = [StreamQueue(framework, spec, be.new_stream(spec)) for _ in range(2)]
-    out["small_ops"] = []
-    for sn, count in sizes:
-        r = small_ops(whole, halves, sn, count)
-        out["small_ops"].append({"n": sn, "count": count, "one_at_a_time": _stats(r.one_at_a_time),
-                                 "two_at_a_time": _stats(r.two_at_a_time), "speedup": r.speedup,
-                                 "setting": f"{spec}: default stream vs two streams"})
-
-    copies = min(products, 10)
-    out["copy_overlap"] = {"spec": spec, "products": copies, "runs": []}
-    for mode in COPY_MODES:
-        c = copy_overlap(framework, spec, data, copies, mode)
-        out["copy_overlap"]["runs"].append({"mode": mode, "total_s": c.total_s, "overlap_s": c.overlap_s,
-                                            "correct": c.correct, "span_s": c.timeline.span()})
-    out["nonblocking_trap"] = nonblocking_read_trap(framework, spec, data)
     return out
 
 
@@ -146,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="only run the chapters' GPU cells (grader.lab.gpucells)")
     ap.add_argument("--cells-out", type=Path, default=None,
                     help="folder for the GPU cells' records (default bench/results/gpu/cells)")
+    ap.add_argument("--pages", default=None,
+                    help="comma-separated chapter names whose GPU cells to run (default: "
+                         "every chapter that has GPU cells; '' for none)")
     args = ap.parse_args(argv)
     from grader.lab import get_backend
 
@@ -159,8 +146,16 @@ def main(argv: list[str] | None = None) -> int:
     from grader.lab import gpucells
 
     # The chapters' own GPU cells first: each page's framework variant, top to bottom.
-    written = gpucells.record_pages(frameworks=frameworks, out_dir=args.cells_out,
-                                    allow_cpu=args.allow_cpu)
+    pages = None
+    if args.pages is not None:
+        pages = [gpucells.CHAPTERS / f"{p.strip()}.md" for p in args.pages.split(",")
+                 if p.strip()]
+        missing = [p.stem for p in pages if not p.exists()]
+        if missing:
+            print(f"gpu_check: no chapter named {', '.join(missing)}", file=sys.stderr)
+            return 2
+    written = gpucells.record_pages(pages, frameworks=frameworks, out_dir=args.cells_out,
+                                    allow_cpu=args.allow_cpu) if pages != [] else {}
     for page, path in written.items():
         print(f"gpu_check: GPU cells of {page} recorded in {path}")
     if args.cells_only:

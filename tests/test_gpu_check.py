@@ -19,9 +19,9 @@ def test_without_a_gpu_it_exits_non_zero_and_says_why(capsys, tmp_path):
 
 
 def test_validate_names_what_is_missing():
-    problems = gpu_check.validate({"schema": 1, "results": {"torch": {"timing": {}}}})
+    problems = gpu_check.validate({"schema": 1, "results": {"torch": {"devices": ""}}})
     assert any(p.startswith("date") for p in problems)
-    assert any("lacks" in p and "two_devices" in p for p in problems)
+    assert any("lacks" in p and "timing" in p for p in problems)
 
 
 def test_default_path_is_dated_and_named_after_the_gpu():
@@ -32,11 +32,35 @@ def test_default_path_is_dated_and_named_after_the_gpu():
 @pytest.mark.slow
 def test_a_tiny_cpu_run_writes_a_well_formed_record(tmp_path):
     out = tmp_path / "r.json"
-    assert gpu_check.main([str(out), "--allow-cpu", "--tiny", "--frameworks", "torch,paddle"]) == 0
+    assert gpu_check.main([str(out), "--allow-cpu", "--tiny", "--frameworks", "torch,paddle",
+                           "--pages", "", "--cells-out", str(tmp_path / "cells")]) == 0
     rec = json.loads(out.read_text())
     assert gpu_check.validate(rec) == []
     assert rec["tiny"] is True and rec["cpu_only"] is (_gpus() == 0)
     for fw in ("torch", "paddle"):
         res = rec["results"][fw]
-        assert res["n"] == 64 and all(r["correct"] for r in res["copy_overlap"]["runs"])
-        assert res["two_devices"]["both"]["median_s"] > 0
+        assert res["n"] == 64 and res["products"] == 4
+        assert res["timing"]["synced"]["median_s"] > 0 and res["timing"]["cold_s"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", ["multidevice", "communication"])
+def test_every_torch_cell_of_the_page_runs_in_a_plain_namespace(page):
+    """What make gpu-check does on the GPU machine (no Jupyter there): every cell of the
+    page's PyTorch variant runs in order; GPU cells fail here only when there is no GPU."""
+    import io
+    import re
+
+    from grader.lab import gpucells
+
+    log = io.StringIO()
+    records = gpucells.run_cells(page, "torch", log=log)
+    runs = re.findall(r"cell (\d+)( \S+)?: (ok|error)", log.getvalue())
+    plain = [(i, status) for i, name, status in runs if not name]
+    assert plain and all(status == "ok" for _, status in plain), log.getvalue()[-3000:]
+    gpu_cells = {f"torch:{name.strip()}" for _, name, _ in runs if name}
+    assert gpu_cells == set(records) and gpu_cells
+    if not gpucells.gpu_count("torch"):
+        assert all(r["error"] for r in records.values())
+    else:
+        assert not any(r["error"] for r in records.values()), records

@@ -20,7 +20,7 @@ import paddle.distributed as dist
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--out", required=True)
-parser.add_argument("--n", type=int, default=768)              # products of n x n
+parser.add_argument("--size", type=int, default=768)           # products of size x size
 parser.add_argument("--chunks", type=int, default=6)
 parser.add_argument("--numel", type=int, default=2_000_000)    # gradient size, float32
 args = parser.parse_args()
@@ -29,7 +29,7 @@ paddle.set_device("cpu")
 dist.init_parallel_env()                   # the launcher set PADDLE_TRAINER_ID, ...
 rank, world = dist.get_rank(), dist.get_world_size()
 rng = np.random.default_rng(rank)
-x = paddle.to_tensor(rng.standard_normal((args.n, args.n), dtype=np.float32))
+x = paddle.to_tensor(rng.standard_normal((args.size, args.size), dtype=np.float32))
 clock = time.perf_counter_ns
 
 

@@ -18,14 +18,14 @@ import torch.distributed as dist
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--out", required=True)
-parser.add_argument("--n", type=int, default=768)              # products of n x n
+parser.add_argument("--size", type=int, default=768)           # products of size x size
 parser.add_argument("--chunks", type=int, default=6)
 parser.add_argument("--numel", type=int, default=2_000_000)    # gradient size, float32
 args = parser.parse_args()
 
 dist.init_process_group("gloo")            # torchrun set RANK, WORLD_SIZE, MASTER_ADDR
 rank, world = dist.get_rank(), dist.get_world_size()
-x = torch.randn(args.n, args.n, generator=torch.Generator().manual_seed(rank))
+x = torch.randn(args.size, args.size, generator=torch.Generator().manual_seed(rank))
 clock = time.perf_counter_ns
 
 

@@ -174,6 +174,8 @@ def training_step_graph(edges: Iterable[tuple[Hashable, Hashable | None]],
     back = nx.DiGraph()
     back.add_nodes_from(ops)
     back.add_edges_from((a, b) for a, b in edges if b is not None and names[b] not in params)
+    if not nx.is_directed_acyclic_graph(back):
+        raise ValueError("the edges do not form a backward graph (there is a cycle)")
     order = list(reversed(list(nx.topological_sort(back))))
     total = {n: sum(1 for k in ops if _short(names[k]) == n) for n in map(_short, names.values())}
     seen: dict[str, int] = {}
@@ -212,8 +214,6 @@ def training_step_graph(edges: Iterable[tuple[Hashable, Hashable | None]],
         for d in devices:
             g.add_edge(f"grad {p} @{d}", red)
             g.add_edge(red, node(f"update {p} @{d}", d))
-    if not nx.is_directed_acyclic_graph(g):
-        raise ValueError("the edges do not form a backward graph (there is a cycle)")
     return g
 
 

@@ -64,8 +64,8 @@ class Timeline:
 
     @classmethod
     def from_events(cls, marks: Iterable[tuple], origin: Any, title: str = "") -> "Timeline":
-        """From device events (``torch.cuda.Event`` or ``paddle.device.Event``, created
-        with ``enable_timing=True`` and synchronized): ``marks`` are ``(row, start_event,
+        """From device events (PyTorch's or Paddle's CUDA events, created with
+        ``enable_timing=True`` and synchronized): ``marks`` are ``(row, start_event,
         end_event)`` or ``(row, start_event, end_event, kind, label)``; every time is
         ``origin.elapsed_time(event)``, milliseconds after the ``origin`` event."""
         tl = cls(title)

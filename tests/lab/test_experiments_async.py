@@ -3,7 +3,7 @@ import pytest
 
 from grader.lab import get_devices
 from grader.lab.experiments_async import queue_timeline, threads_scaling, timing_pitfalls
-from grader.lab.experiments_multi import StreamQueue
+from grader.lab.devices import HostDevice
 
 
 def test_threads_scaling_times_each_thread_count_and_restores_the_setting():
@@ -17,7 +17,7 @@ def test_threads_scaling_times_each_thread_count_and_restores_the_setting():
 
 
 def test_timing_pitfalls_on_the_host_reports_each_clock():
-    q = StreamQueue("torch", "cpu", None)
+    q = HostDevice("cpu", "torch")
     data = np.ones((32, 32), np.float32)
     p = timing_pitfalls(q, data, products=3, repeats=2)
     assert len(p.synced.samples) == 2 and p.products == 3 and p.n == 32

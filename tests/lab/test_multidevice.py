@@ -1,51 +1,42 @@
-import numpy as np
+import re
+
 import pytest
 
-from grader.lab import get_devices
-from grader.lab.experiments_multi import (SEED_N, SEED_PRODUCTS, StreamQueue, memory_plan, small_ops,
-                                          two_devices, workload_size)
-from grader.lab.workloads import matmul_last
+from grader.lab.multidevice import load_line, split_verdict, two_devices_verdict
 
 
-def test_memory_plan_of_the_seed_is_3_2_gb_kept_and_under_200_mb_bounded():
-    m = memory_plan(SEED_N, SEED_PRODUCTS)
-    assert m["matrix"] == 4000 * 4000 * 4
-    assert m["keep_all"] == 51 * m["matrix"] and m["keep_all"] > 3.2e9
-    assert m["keep_last"] == 3 * m["matrix"] < 4e9
+def test_the_load_line_names_the_load_and_the_cores():
+    assert re.fullmatch(r"load average over the last minute: [\d.]+ on \d+ cores", load_line())
 
 
-def test_workload_is_the_seeds_on_gpus_and_smaller_on_cpu_workers():
-    assert workload_size(simulated=False)[:2] == (SEED_N, SEED_PRODUCTS)
-    n, k, why = workload_size(simulated=True)
-    assert n * n * k < SEED_N ** 2 * SEED_PRODUCTS and "scaled down" in why
-    assert workload_size(True, tiny=True)[0] < n
+@pytest.mark.parametrize("alone, both, verdict", [
+    ([1.0, 1.0], 1.05, "worked at the same time."),       # 1.90x of an ideal 2.0
+    ([1.0, 1.0], 1.4, "held each other back"),            # 1.43x
+    ([1.0, 1.0], 2.1, "hardly worked at the same time"),  # 0.95x
+    ([0.2, 1.0], 1.0, "worked at the same time."),        # unequal devices: ideal 1.2x
+])
+def test_the_two_devices_verdict_is_chosen_by_the_measured_speedup(alone, both, verdict):
+    text = two_devices_verdict(alone, both)
+    assert verdict in text
+    speedup, ideal = sum(alone) / both, sum(alone) / max(alone)
+    assert f"{speedup:.2f}x as fast" in text and f"ideal of {ideal:.2f}x" in text
 
 
-def test_stream_queue_on_the_host_runs_the_work_like_a_plain_call():
-    q = StreamQueue("paddle", "cpu", None)
-    data = np.random.default_rng(1).standard_normal((8, 8), dtype=np.float32)
-    y = q.submit(matmul_last, q.put(data), 2)
-    q.synchronize()
-    np.testing.assert_allclose(y.numpy(), data @ data, rtol=1e-5, atol=1e-5)
+def test_the_two_devices_verdict_never_claims_more_than_the_figures():
+    # a 0.81x run (slower together) must not read as parallel work
+    assert "hardly" in two_devices_verdict([0.5, 0.5], 1.0 / 0.81)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("framework", ["torch", "paddle"])
-def test_both_devices_work_at_the_same_time(framework):
-    plan = get_devices(2, framework, verbose=False)
-    data = np.random.default_rng(0).standard_normal((256, 256), dtype=np.float32)
-    res = two_devices(plan.devices, data, products=20, repeats=2)
-    a, b = (res.timeline.busy(r) for r in res.timeline.rows)
-    assert len(res.timeline.rows) == 2
-    # the later start is before the earlier end: the intervals overlap
-    assert max(a[0][0], b[0][0]) < min(a[-1][1], b[-1][1])
-    assert res.overlap_s > 0 and res.ideal >= 1.0
-    assert "speedup" in res.report()
+def test_times_must_be_positive():
+    with pytest.raises(ValueError):
+        two_devices_verdict([], 1.0)
+    with pytest.raises(ValueError):
+        split_verdict(0.0, 1.0)
 
 
-@pytest.mark.slow
-def test_small_ops_on_the_host_counts_every_product():
-    q = StreamQueue("torch", "cpu", None)
-    r = small_ops(q, [StreamQueue("torch", "cpu", None), StreamQueue("torch", "cpu", None)], 8, 10,
-                  repeats=2)
-    assert r.n == 8 and r.count == 10 and r.speedup > 0
+@pytest.mark.parametrize("one, two, words", [(2.0, 1.0, "were faster"),
+                                             (1.0, 1.05, "gained nothing"),
+                                             (1.0, 2.0, "were slower")])
+def test_the_split_verdict_follows_the_ratio(one, two, words):
+    text = split_verdict(one, two, "two streams")
+    assert text.startswith(f"{one / two:.2f}x as fast with two streams") and words in text

@@ -41,3 +41,24 @@ def test_plot_draws_one_row_per_device():
     ax = tl.plot()
     assert [t.get_text() for t in ax.get_yticklabels()] == ["gpu:0", "gpu:1"]
     assert len(ax.collections) == 2
+
+
+class _FakeEvent:
+    """What PyTorch's and Paddle's timing events offer: elapsed_time in milliseconds."""
+
+    def __init__(self, ms):
+        self.ms = ms
+
+    def elapsed_time(self, other):
+        return other.ms - self.ms
+
+
+def test_a_timeline_from_device_events_is_in_seconds_after_the_origin():
+    origin = _FakeEvent(100.0)
+    marks = [("compute", _FakeEvent(100.0), _FakeEvent(102.0)),
+             ("copy", _FakeEvent(101.0), _FakeEvent(104.0), "copy", "copy 0")]
+    tl = Timeline.from_events(marks, origin, "t")
+    assert tl.rows == ["compute", "copy"]
+    assert tl.busy("compute") == [(0.0, 0.002)]
+    assert tl.intervals[1].kind == "copy" and tl.intervals[1].label == "copy 0"
+    assert tl.overlap("compute", "copy") == pytest.approx(0.001)
