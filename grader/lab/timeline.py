@@ -71,7 +71,8 @@ class Timeline:
         tl = cls(title)
         for mark in marks:
             row, a, b, *rest = mark
-            kind, label = (list(rest) + ["compute", ""])[:2] if rest else ("compute", "")
+            kind = rest[0] if rest else "compute"
+            label = rest[1] if len(rest) > 1 else ""
             t0 = float(origin.elapsed_time(a)) / 1e3
             t1 = float(origin.elapsed_time(b)) / 1e3
             tl.add(row, t0, max(t0, t1), kind, label)

@@ -56,9 +56,11 @@ class _FakeEvent:
 def test_a_timeline_from_device_events_is_in_seconds_after_the_origin():
     origin = _FakeEvent(100.0)
     marks = [("compute", _FakeEvent(100.0), _FakeEvent(102.0)),
-             ("copy", _FakeEvent(101.0), _FakeEvent(104.0), "copy", "copy 0")]
+             ("copy", _FakeEvent(101.0), _FakeEvent(104.0), "copy", "copy 0"),
+             ("copy", _FakeEvent(104.0), _FakeEvent(105.0), "copy")]
     tl = Timeline.from_events(marks, origin, "t")
     assert tl.rows == ["compute", "copy"]
     assert tl.busy("compute") == [(0.0, 0.002)]
     assert tl.intervals[1].kind == "copy" and tl.intervals[1].label == "copy 0"
+    assert (tl.intervals[2].kind, tl.intervals[2].label) == ("copy", "")
     assert tl.overlap("compute", "copy") == pytest.approx(0.001)
