@@ -140,6 +140,15 @@ def _short(name: str) -> str:
     return name
 
 
+def _wrap(text: str, width: int = 14) -> str:
+    """Long CamelCase operation names on two lines: "fwd CrossEntropy\nWithSoftmax"."""
+    if len(text) <= width:
+        return text
+    cut = max((i for i in range(1, len(text)) if text[i].isupper() and i <= len(text) - 4
+               and text[i - 1] != " "), key=lambda i: -abs(i - len(text) / 2), default=None)
+    return text if cut is None else text[:cut] + "\n" + text[cut:]
+
+
 def training_step_graph(edges: Iterable[tuple[Hashable, Hashable | None]],
                         names: Mapping[Hashable, str], parameters: Iterable[str],
                         devices: Sequence[str] = ("gpu:0", "gpu:1"),
@@ -186,10 +195,10 @@ def training_step_graph(edges: Iterable[tuple[Hashable, Hashable | None]],
         label[k] = base if total[base] == 1 else f"{base} {seen[base]}"
     for k in {b for _, b in edges if b is not None and names[b] in params}:
         label[k] = names[k]
-    g = nx.DiGraph()
+    g = nx.DiGraph(stagger_labels=True, legend_loc="upper left")
 
     def node(name: str, device: str, kind: str = "compute") -> str:
-        g.add_node(name, device=device, kind=kind)
+        g.add_node(name, device=device, kind=kind, label=_wrap(name.split(" @")[0]))
         return name
 
     split = node("split batch", host)

@@ -62,10 +62,17 @@ def draw(g: nx.DiGraph, ax: Any = None, title: str = "", font_size: float = 7.0)
     nx.draw_networkx_edges(g, pos, ax=ax, arrows=True, arrowsize=8, edge_color="#999999",
                            node_size=300)
     nx.draw_networkx_nodes(g, pos, ax=ax, node_color=colors, node_size=300)
-    nx.draw_networkx_labels(g, {n: (x, y + 0.28) for n, (x, y) in pos.items()},
-                            labels={n: n.split(" @")[0] for n in g}, ax=ax, font_size=font_size)
+    # A node's "label" attribute, if any, else its name up to " @device". Graphs that ask
+    # for it (graph attribute "stagger_labels") put every other column's labels below
+    # the nodes, so that long names in a row do not run into each other.
+    stagger = g.graph.get("stagger_labels", False)
+    nx.draw_networkx_labels(
+        g, {n: (x, y + (-0.34 if stagger and x % 2 else 0.28)) for n, (x, y) in pos.items()},
+        labels={n: g.nodes[n].get("label", n.split(" @")[0]) for n in g}, ax=ax,
+        font_size=font_size)
     ax.legend(handles=[Patch(color=DEVICE_COLORS.get(d, "#CCB974"), label=d) for d in devices],
-              loc="lower right", fontsize="small", frameon=False, ncol=len(devices))
+              loc=g.graph.get("legend_loc", "lower right"), fontsize="small", frameon=False,
+              ncol=len(devices))
     ax.set_axis_off()
     if title:
         ax.set_title(title, fontsize="medium", loc="left")
