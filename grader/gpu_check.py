@@ -136,7 +136,16 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from grader.lab import get_backend
 
-    frameworks = tuple(f for f in args.frameworks.split(",") if f)
+    frameworks = []
+    for fw in (f for f in args.frameworks.split(",") if f):
+        try:
+            get_backend(fw)
+        except ImportError as exc:  # a GPU machine may carry one framework only
+            print(f"gpu_check: {fw} cannot be imported here ({exc}): skipped",
+                  file=sys.stderr)
+        else:
+            frameworks.append(fw)
+    frameworks = tuple(frameworks)
     if not any(get_backend(fw).gpu_count() for fw in frameworks) and not args.allow_cpu:
         print("gpu_check: no GPU visible to " + " or ".join(frameworks) + ": nothing to record. "
               "Run it on a machine with a CUDA GPU (and the GPU builds of the frameworks; "

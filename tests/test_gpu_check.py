@@ -18,6 +18,24 @@ def test_without_a_gpu_it_exits_non_zero_and_says_why(capsys, tmp_path):
     assert not (tmp_path / "r.json").exists()
 
 
+def test_a_framework_that_is_not_installed_is_skipped_and_said(capsys, tmp_path,
+                                                               monkeypatch):
+    import grader.lab as lab
+
+    real = lab.get_backend
+
+    def fake(fw):
+        if fw == "paddle":
+            raise ModuleNotFoundError("No module named 'paddle'")
+        return real(fw)
+
+    monkeypatch.setattr(lab, "get_backend", fake)
+    code = gpu_check.main([str(tmp_path / "r.json"), "--cells-only", "--pages", ""])
+    err = capsys.readouterr().err
+    assert "paddle cannot be imported here" in err
+    assert code == (0 if _gpus() else 2)
+
+
 def test_validate_names_what_is_missing():
     problems = gpu_check.validate({"schema": 1, "results": {"torch": {"devices": ""}}})
     assert any(p.startswith("date") for p in problems)

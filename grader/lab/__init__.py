@@ -19,8 +19,9 @@ logging.getLogger("matplotlib").setLevel(logging.WARNING)
 
 __all__ = [
     "FRAMEWORKS", "get_backend", "Benchmark", "Stats", "measure", "Device", "DevicePlan",
-    "get_devices", "standin_devices", "plan_devices", "close_workers", "cpu_cores", "launch", "RankFailed", "RankTimeout",
-    "Interval", "Timeline", "hardware_summary", "show_source", "cpu_model",
+    "get_devices", "standin_devices", "plan_devices", "close_workers", "cpu_cores", "launch",
+    "RankFailed", "RankTimeout", "Interval", "Timeline", "hardware_summary", "show_source",
+    "cpu_model",
 ]
 
 
