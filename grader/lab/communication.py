@@ -126,8 +126,9 @@ def overlap_verdict(ranks: list[dict], timelines: CommTimelines) -> str:
     if ovl < 0.95 * seq:
         return head + ": overlapping saved time"
     if both_ms > 0.5:
-        return (head + ": they overlapped, but the run was no faster, because on CPUs "
-                "the all-reduce needs the same cores as the products")
+        return (head + ": they overlapped, but the run was no faster: on CPUs the "
+                "all-reduce competes for the cores with the products, and with every other "
+                "program on the machine (the load line)")
     return head + ": on this run the two did not overlap"
 
 

@@ -27,7 +27,8 @@ from .backends import get_backend
 from .workers import Future, Ref, TaskRecord, Worker
 
 __all__ = ["DevicePlan", "Device", "GpuDevice", "HostDevice", "WorkerDevice",
-           "get_devices", "standin_devices", "plan_devices", "close_workers", "cpu_cores"]
+           "get_devices", "standin_devices", "plan_devices", "close_workers", "cpu_cores",
+           "load_line"]
 
 
 @runtime_checkable
@@ -72,6 +73,13 @@ def cpu_cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+def load_line() -> str:
+    """How busy the machine is: other programs on the same cores slow a CPU measurement
+    down, so chapters print this beside their CPU timings."""
+    return (f"load average over the last minute: {os.getloadavg()[0]:.1f} on "
+            f"{cpu_cores()} cores")
 
 
 def plan_devices(n: int, gpu_count: int) -> tuple[str, list[str]]:

@@ -4,23 +4,14 @@
 The experiments are framework code in the chapter's cells: GPU cells written as a
 reader runs them on GPUs, and labelled CPU stand-in cells that run the same function in
 CPU worker processes (:func:`grader.lab.standin_devices`). This module only says in
-words what their figures show, each sentence chosen by the measured values, and prints
-how busy the machine was while they were measured.
+words what their figures show, each sentence chosen by the measured values (the load
+line beside them is :func:`grader.lab.load_line`).
 """
 from __future__ import annotations
 
-import os
 from typing import Sequence
 
-from .devices import cpu_cores
-
-__all__ = ["load_line", "two_devices_verdict", "split_verdict"]
-
-
-def load_line() -> str:
-    """The load average: other programs on the same cores slow a CPU measurement down."""
-    return (f"load average over the last minute: {os.getloadavg()[0]:.1f} on "
-            f"{cpu_cores()} cores")
+__all__ = ["two_devices_verdict", "split_verdict"]
 
 
 def two_devices_verdict(alone: Sequence[float], both: float) -> str:

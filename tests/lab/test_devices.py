@@ -160,3 +160,10 @@ def test_the_cpu_stand_in_is_labelled_as_one(capsys):
     line = capsys.readouterr().out
     assert line.startswith("CPU stand-in: 2 worker processes") and "not GPUs" in line
     assert all(isinstance(d, WorkerDevice) for d in plan)
+
+
+def test_the_load_line_names_the_load_and_the_cores():
+    import re
+
+    from grader.lab import load_line
+    assert re.fullmatch(r"load average over the last minute: [\d.]+ on \d+ cores", load_line())

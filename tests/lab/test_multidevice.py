@@ -1,12 +1,6 @@
-import re
-
 import pytest
 
-from grader.lab.multidevice import load_line, split_verdict, two_devices_verdict
-
-
-def test_the_load_line_names_the_load_and_the_cores():
-    assert re.fullmatch(r"load average over the last minute: [\d.]+ on \d+ cores", load_line())
+from grader.lab.multidevice import split_verdict, two_devices_verdict
 
 
 @pytest.mark.parametrize("alone, both, verdict", [
