@@ -16,6 +16,7 @@ from __future__ import annotations
 import builtins
 import importlib
 import marshal
+import statistics
 import types
 from typing import Any, Callable, Iterable, Sequence
 
@@ -123,30 +124,35 @@ def threads_verdict(speedup: float, cores: int, load: float | None = None) -> st
             f"one-thread speed): {why}.")
 
 
-def clock_verdict(cold_s: float, unsynced_s: float, synced_median_s: float,
-                  synced_min_s: float) -> str:
-    """What the three clocks of the same work show (cold, not synchronized, warm)."""
+def clock_verdict(cold_s: float, unsynced_s: float, synced_s: Sequence[float]) -> str:
+    """What the three clocks of the same work show: the cold first call (synchronized),
+    a warm call read without synchronizing, and the warm synchronized repeats."""
+    if not synced_s:
+        raise ValueError("need at least one synchronized warm repeat")
+    med, lo, hi = statistics.median(synced_s), min(synced_s), max(synced_s)
     parts = []
-    if unsynced_s < 0.5 * synced_median_s:
+    if unsynced_s < 0.5 * med:
         parts.append(f"Without a synchronize the clock read {unsynced_s * 1e3:.2f} ms: "
-                     f"the time to queue the work, {synced_median_s / unsynced_s:.0f} "
-                     f"times less than the {synced_median_s * 1e3:.1f} ms it took.")
+                     f"the time to queue the work, {med / unsynced_s:.0f} "
+                     f"times less than the {med * 1e3:.1f} ms it took.")
     else:
         parts.append(f"Without a synchronize the clock read {unsynced_s * 1e3:.2f} ms "
-                     f"against {synced_median_s * 1e3:.1f} ms with one: on this run "
+                     f"against {med * 1e3:.1f} ms with one: on this run "
                      "queuing the work took about as long as doing it, which says the "
                      "machine was busy, not that the clock is right.")
-    if cold_s > 1.2 * synced_median_s:
+    if cold_s > 1.2 * med and cold_s > hi:
         parts.append(f"The cold first call took {cold_s * 1e3:.1f} ms, "
-                     f"{cold_s / synced_median_s:.1f} times a warm one: one-off set-up "
-                     "costs that a warm-up keeps out of the measurement.")
-    elif cold_s >= synced_min_s:
+                     f"{cold_s / med:.1f} times a warm one and more than the slowest "
+                     "warm one: one-off set-up costs that a warm-up keeps out of the "
+                     "measurement.")
+    elif cold_s >= lo:
         parts.append(f"The cold first call ({cold_s * 1e3:.1f} ms) was within the spread "
-                     "of the warm ones here: its set-up cost was small next to the work, "
-                     "or hidden by other programs' noise.")
+                     f"of the warm ones ({lo * 1e3:.1f}-{hi * 1e3:.1f} ms) here: its "
+                     "set-up cost was small next to the work, or hidden by other "
+                     "programs' noise.")
     else:
         parts.append(f"The cold first call ({cold_s * 1e3:.1f} ms) was even faster than "
-                     f"the fastest warm one ({synced_min_s * 1e3:.1f} ms): its set-up "
+                     f"the fastest warm one ({lo * 1e3:.1f} ms): its set-up "
                      "cost was too small to see, and other programs on this shared "
                      "machine slowed some warm repeats; that is why the median of "
                      "several repeats is reported, never one run.")
