@@ -3,9 +3,6 @@
 The chapter's experiments are written in the frameworks' own API in its cells; this
 module only does what is not the lesson:
 
-- :func:`portable` lets a function defined in a notebook cell travel to a CPU worker
-  process (the stand-in for a GPU's queue when the machine has none): pickle sends
-  functions by name, and a cell's functions have no importable name;
 - :func:`threads_verdict` and :func:`clock_verdict` choose the sentence that interprets
   a measured figure from the figure itself, so the text never contradicts its numbers;
 - :func:`top_level` and :func:`ran_in_order` read operators out of a profiler's Chrome
@@ -13,86 +10,10 @@ module only does what is not the lesson:
 """
 from __future__ import annotations
 
-import builtins
-import importlib
-import marshal
 import statistics
-import types
-from typing import Any, Callable, Iterable, Sequence
+from typing import Iterable, Sequence
 
-__all__ = ["portable", "Portable", "threads_verdict", "clock_verdict", "top_level",
-           "ran_in_order", "say"]
-
-
-def _rebuild(name: str, code: bytes, modules: dict[str, str], values: dict[str, Any],
-             defaults: tuple | None) -> types.FunctionType:
-    glob: dict[str, Any] = {"__builtins__": builtins, "__name__": "__portable__"}
-    for alias, module in modules.items():
-        glob[alias] = importlib.import_module(module)
-    glob.update(values)
-    fn = types.FunctionType(marshal.loads(code), glob, name, defaults)
-    return fn
-
-
-class Portable:
-    """A function that pickles by value: its code, the modules it names and the plain
-    values it reads (see :func:`portable`). Calling it calls the function."""
-
-    def __init__(self, fn: Callable) -> None:
-        if not isinstance(fn, types.FunctionType):
-            raise TypeError(f"portable() takes a plain function (def ...), not {fn!r}")
-        code = fn.__code__
-        if code.co_freevars:
-            raise TypeError(
-                f"{fn.__name__} reads variables of an enclosing function "
-                f"({', '.join(code.co_freevars)}): define it at the top level of a cell, "
-                "taking what it needs as arguments")
-        modules: dict[str, str] = {}
-        values: dict[str, Any] = {}
-        for name in _global_names(code):
-            if name not in fn.__globals__:
-                continue  # a builtin, or a name that is not defined yet (fails when called)
-            value = fn.__globals__[name]
-            if isinstance(value, types.ModuleType):
-                modules[name] = value.__name__
-            elif isinstance(value, (int, float, str, bool, bytes, tuple, type(None))):
-                values[name] = value
-            else:
-                raise TypeError(
-                    f"{fn.__name__} reads the global {name!r} ({type(value).__name__}); "
-                    "only modules and plain numbers or strings travel with it: pass "
-                    f"{name!r} as an argument instead")
-        self.fn, self._modules, self._values = fn, modules, values
-        self.__name__ = fn.__name__
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.fn(*args, **kwargs)
-
-    def __reduce__(self):
-        return (_rebuild, (self.fn.__name__, marshal.dumps(self.fn.__code__), self._modules,
-                           self._values, self.fn.__defaults__))
-
-    def __repr__(self) -> str:
-        return f"portable({self.fn.__name__})"
-
-
-def _global_names(code: types.CodeType) -> set[str]:
-    names = set(code.co_names)
-    for const in code.co_consts:  # comprehensions and lambdas inside the function
-        if isinstance(const, types.CodeType):
-            names |= _global_names(const)
-    return names
-
-
-def portable(fn: Callable) -> Portable:
-    """Wrap ``fn`` (defined in a notebook cell) so that a CPU worker process can run it.
-
-    The worker runs the same Python (the same interpreter), so the function's code object
-    travels as it is; the modules it names (``torch``, ``paddle``, ``time``) are imported
-    there, and plain global numbers or strings go along. Anything else it reads must be
-    an argument: the error says which name.
-    """
-    return Portable(fn)
+__all__ = ["threads_verdict", "clock_verdict", "top_level", "ran_in_order", "say"]
 
 
 # --- sentences chosen by the figures --------------------------------------------------

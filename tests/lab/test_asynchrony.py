@@ -1,18 +1,15 @@
-"""The chores of chapters/async.md: a cell's function on a CPU worker, sentences chosen by
+"""The chores of chapters/async.md: the page's run on a CPU worker, sentences chosen by
 the figures, and the operators read back from a profiler's trace of the page's own run."""
 import json
 import pickle
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from grader.lab import Timeline
-from grader.lab.asynchrony import (clock_verdict, portable, ran_in_order, threads_verdict,
-                                   top_level)
+from grader.lab.asynchrony import clock_verdict, ran_in_order, threads_verdict, top_level
 from grader.lab.gpucells import parse_page
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,44 +23,7 @@ def _cell_function(source: str, name: str):
     return ns[name]
 
 
-# --- portable --------------------------------------------------------------------------
-
-def test_a_cell_function_survives_pickling_with_its_modules_and_constants():
-    fn = _cell_function("import math\nK = 3\ndef f(x, n=2):\n"
-                        "    return [math.sqrt(x) * K for _ in range(n)]\n", "f")
-    with pytest.raises(Exception):
-        pickle.dumps(fn)  # plain pickle sends functions by name, and this one has none
-    back = pickle.loads(pickle.dumps(portable(fn)))
-    assert back(16.0) == [12.0, 12.0] and back(4.0, n=1) == [6.0]
-
-
-def test_a_portable_function_runs_in_a_fresh_interpreter():
-    fn = _cell_function("import math\ndef f(x):\n    return math.floor(x) + 1\n", "f")
-    blob = pickle.dumps(portable(fn))
-    out = subprocess.run([sys.executable, "-c", "import pickle, sys; "
-                          "print(pickle.loads(sys.stdin.buffer.read())(2.5))"],
-                         input=blob, capture_output=True, cwd=ROOT, timeout=60)
-    assert out.returncode == 0, out.stderr.decode()
-    assert out.stdout.decode().strip() == "3"
-
-
-def test_a_closure_or_an_object_global_is_refused_with_what_to_do():
-    def outer():
-        k = 2
-
-        def inner(x):
-            return x * k
-        return inner
-
-    with pytest.raises(TypeError, match="enclosing function.*arguments"):
-        portable(outer())
-    fn = _cell_function("import numpy as np\nW = np.ones(3)\ndef f(x):\n    return W * x\n",
-                        "f")
-    with pytest.raises(TypeError, match="'W'.*argument"):
-        portable(fn)
-    with pytest.raises(TypeError, match="plain function"):
-        portable(len)
-
+# --- the page's run on a CPU worker ------------------------------------------------------
 
 @pytest.mark.slow
 def test_the_pages_run_travels_to_a_cpu_worker_and_computes_there():
@@ -71,9 +31,11 @@ def test_the_pages_run_travels_to_a_cpu_worker_and_computes_there():
 
     src = next(c.source for c in parse_page(PAGE) if c.source.startswith("def run"))
     run = _cell_function(src, "run")
+    with pytest.raises(Exception):
+        pickle.dumps(run)  # plain pickle sends functions by name, and this one has none
     dev = get_devices(1, "torch", gpu_count=0, verbose=False)[0]
     data = np.random.default_rng(0).standard_normal((16, 16), dtype=np.float32)
-    fut = dev.submit(portable(run), dev.put(data), 3)
+    fut = dev.submit(run, dev.put(data), 3)  # submit sends a cell's function by value
     np.testing.assert_allclose(dev.get(fut), data @ data, rtol=1e-4, atol=1e-4)
 
 
