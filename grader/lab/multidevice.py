@@ -24,21 +24,34 @@ def two_devices_verdict(alone: Sequence[float], both: float) -> str:
     head = (f"one after the other {total:.3f} s, all at once {both:.3f} s: "
             f"{speedup:.2f}x as fast, against an ideal of {ideal:.2f}x "
             f"({100 * speedup / ideal:.0f}% of it)")
+    if speedup > 1.05 * ideal:
+        return head + (". The devices worked at the same time; more than the ideal "
+                       "means other programs slowed some of the runs alone more than "
+                       "the run of both (compare the ranges).")
     if speedup >= 0.85 * ideal:
         return head + ". The devices worked at the same time."
     if speedup >= 1 + 0.25 * (ideal - 1):
         return head + (". They worked at the same time, but held each other back on "
                        "something they share.")
-    return head + ". On this run they hardly worked at the same time."
+    return head + (". On this run both at once gained little or nothing over one after "
+                   "the other: whatever ran side by side, the devices held each other "
+                   "back on something they share.")
 
 
-def split_verdict(one: float, two: float, what: str = "two streams") -> str:
+def split_verdict(one: float, two: float, what: str = "two streams",
+                  ideal: float = 2.0) -> str:
     """The same products run one at a time (``one`` s) or split over ``what`` (``two``
-    s): the ratio, and a sentence chosen by it."""
+    s): the ratio, and a sentence chosen by it. Sharing the work between two queues can
+    at best halve its time (``ideal``); more than that says one at a time lost time to
+    something the split avoided."""
     if one <= 0 or two <= 0:
         raise ValueError("need positive times")
     ratio = one / two
-    if ratio >= 1.2:
+    if ratio > 1.2 * ideal:
+        tail = (f"{what} were faster than sharing the work can explain (at most "
+                f"{ideal:g}x): one at a time also lost time to something the split "
+                "avoided")
+    elif ratio >= 1.2:
         tail = f"{what} were faster: one at a time left part of the hardware idle"
     elif ratio > 1 / 1.2:
         tail = f"{what} gained nothing: one at a time already kept the hardware busy"
