@@ -123,8 +123,12 @@ def overlap_verdict(ranks: list[dict], timelines: CommTimelines) -> str:
         return (head + ": every all-reduce had already finished when the call returned, "
                 "so this backend ran it inside the call: there was nothing to overlap, and "
                 "whatever separates the two times is not overlap")
-    if ovl < 0.95 * seq:
+    if ovl < 0.95 * seq and both_ms > 0.5:
         return head + ": overlapping saved time"
+    if ovl < 0.95 * seq:
+        return (head + ": the second run was faster, but not because anything "
+                "overlapped: the two runs saw different load from other programs (the "
+                "load line)")
     if both_ms > 0.5:
         return (head + ": they overlapped, but the run was no faster: on CPUs the "
                 "all-reduce competes for the cores with the products, and with every other "

@@ -137,3 +137,10 @@ def test_the_pages_scripts_sum_right_under_their_launchers(framework, tmp_path):
     for r in (0, 1):
         last = max(e for s, e in t.sequential.busy(f"rank {r} compute"))
         assert min(s for s, e in t.sequential.busy(f"rank {r} comm")) >= last
+
+
+def test_a_faster_run_without_any_overlap_is_not_credited_to_overlap():
+    # comm starts when compute ends: nothing ran at the same time, yet 0.3 s < 0.4 s
+    ranks = [_rank(0, 100), _rank(1, 100)]
+    verdict = comm.overlap_verdict(ranks, comm.comm_timelines(ranks, "x"))
+    assert "saved" not in verdict and "not because anything overlapped" in verdict
