@@ -273,6 +273,9 @@ class DevicePlan:
             return (f"{self.gpu_count} GPU(s) for {n} devices: the CPU stands in for the rest "
                     f"({label}): " + ", ".join(d.label() for d in self.devices))
         threads = self.devices[0].worker.threads
+        if n == 1:
+            return (f"no GPU: 1 CPU worker process stands in for the device "
+                    f"({threads} of this machine's {cpu_cores()} cores, {label})")
         return (f"no GPU: {n} CPU worker processes stand in for {n} devices "
                 f"({threads} of this machine's {cpu_cores()} cores each, {label})")
 

@@ -45,6 +45,13 @@ def test_no_gpu_gives_labelled_cpu_workers(framework, capsys):
     assert all(isinstance(d, WorkerDevice) for d in plan) and plan.simulated
 
 
+def test_one_cpu_worker_is_described_in_the_singular():
+    plan = get_devices(1, "torch", gpu_count=0, verbose=False)
+    line = plan.describe()
+    assert line.startswith("no GPU: 1 CPU worker process stands in for the device")
+    assert "processes" not in line and "each" not in line
+
+
 @pytest.mark.parametrize("framework", ["torch", "paddle"])
 def test_worker_computes_the_same_product_as_numpy(framework):
     plan = get_devices(2, framework, gpu_count=0, verbose=False)
