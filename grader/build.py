@@ -63,6 +63,10 @@ def build(root: Path = ROOT, builddir: Path | None = None, strict: bool = True,
     env = dict(os.environ)
     env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")  # a debugger warning, not ours
     env.setdefault("GLOG_minloglevel", "2")
+    # Paddle warns at import, in every process a launcher starts, that this machine has no
+    # ccache (for compiling custom operators), with the path of its own install: the build
+    # machine's notice, not the reader's.
+    env.setdefault("PYTHONWARNINGS", "ignore:No ccache found:UserWarning")
     env["COURSE_BOOK_BUILD"] = "1"  # chapters render static views of live widgets
     # Chapters start scripts the way a reader does (`!torchrun ...`,
     # `!python -m paddle.distributed.launch ...`): the environment's own commands come
