@@ -285,9 +285,11 @@ def _translate(source: str, cwd: Path) -> str:
     return "\n".join(out)
 
 
-def _shell(cwd: Path):
+def _shell(cwd: Path, failed: list[str] | None = None):
     # As in the book build: the running environment's own commands (torchrun, python)
-    # come first on PATH, even when that environment is not activated.
+    # come first on PATH, even when that environment is not activated. Like IPython, a
+    # failing command does not stop the cell; ``failed`` collects it, so that the cell is
+    # recorded as an error and not as a GPU result.
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
 
@@ -298,6 +300,8 @@ def _shell(cwd: Path):
         sys.stdout.write(p.stderr)
         if p.returncode:
             print(f"(exit status {p.returncode}: {shlex.quote(cmd)})")
+            if failed is not None:
+                failed.append(f"`{cmd}` exited with status {p.returncode}")
     return run
 
 
@@ -322,7 +326,8 @@ def run_cells(page: str | Path, framework: str, *, only_gpu: bool = False,
     cwd = path.parent
     _glue_stub()
     os.environ.setdefault("MPLBACKEND", "Agg")
-    ns: dict[str, Any] = {"__name__": "__main__", "__shell": _shell(cwd),
+    failed: list[str] = []
+    ns: dict[str, Any] = {"__name__": "__main__", "__shell": _shell(cwd, failed),
                           "display": lambda *a, **k: print(*a)}
     results: dict[str, dict] = {}
     old = Path.cwd()
@@ -340,6 +345,7 @@ def run_cells(page: str | Path, framework: str, *, only_gpu: bool = False,
             buf = io.StringIO()
             t0 = time.perf_counter()
             error = ""
+            failed.clear()
             with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
                 try:
                     exec(compile(src, f"<{path.stem}:cell {cell.index}>", "exec"), ns)
@@ -347,6 +353,8 @@ def run_cells(page: str | Path, framework: str, *, only_gpu: bool = False,
                     if isinstance(exc, KeyboardInterrupt):
                         raise
                     error = "".join(traceback.format_exception(exc))[-4000:]
+            if failed and not error:
+                error = "; ".join(failed)
             seconds = time.perf_counter() - t0
             figures = _figures()
             if log:
