@@ -35,9 +35,9 @@ def test_missing_rank_results_are_named(tmp_path):
         comm.read_ranks(tmp_path)
 
 
-def _rank(rank, comm_start_ms, inside=False):
+def _rank(rank, comm_start_ms, inside=False, overlapped_s=0.3):
     ms = 1_000_000
-    return {"rank": rank, "world": 2, "sequential_s": 0.4, "overlapped_s": 0.3,
+    return {"rank": rank, "world": 2, "sequential_s": 0.4, "overlapped_s": overlapped_s,
             "ran_inside_the_call": inside,
             "records": [("sequential", "compute", "chunk 0", 0, 100 * ms),
                         ("sequential", "comm", "all-reduce 0", 100 * ms, 200 * ms),
@@ -47,7 +47,7 @@ def _rank(rank, comm_start_ms, inside=False):
 
 
 def test_rank_timelines_measure_the_overlap_of_each_phase():
-    ranks = [_rank(0, 50), _rank(1, 50)]
+    ranks = [_rank(0, 50, overlapped_s=0.36), _rank(1, 50, overlapped_s=0.36)]
     t = comm.comm_timelines(ranks, "x")
     assert t.overlap_s["sequential"] == pytest.approx(0.0)
     assert t.overlap_s["overlapped"] == pytest.approx(0.05)
@@ -144,3 +144,11 @@ def test_a_faster_run_without_any_overlap_is_not_credited_to_overlap():
     ranks = [_rank(0, 100), _rank(1, 100)]
     verdict = comm.overlap_verdict(ranks, comm.comm_timelines(ranks, "x"))
     assert "saved" not in verdict and "not because anything overlapped" in verdict
+
+
+def test_a_saving_larger_than_the_overlap_is_not_all_credited_to_overlap():
+    # 50 ms side by side can save at most 50 ms; the run was 100 ms faster
+    ranks = [_rank(0, 50), _rank(1, 50)]
+    verdict = comm.overlap_verdict(ranks, comm.comm_timelines(ranks, "x"))
+    assert "at most 50.0 ms of the 100.0 ms" in verdict
+    assert "overlapping saved time" not in verdict
