@@ -1,4 +1,6 @@
 """Launch buttons: filling in the documented keys of _config.yml turns them on."""
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -42,3 +44,56 @@ def test_the_config_documents_where_to_set_them():
     text = (ROOT / "_config.yml").read_text()
     for key in ("repository:", "jupyterhub_url", "binderhub_url", "colab_url"):
         assert key in text
+
+
+def _hub_state(book: Path) -> None:
+    """What `make hub` leaves in the repository: ``.hub/`` with the instructor's copy of the
+    course (a notebook whose cell raises, a page in no table of contents)."""
+    import nbformat
+
+    from hub.run import prepare
+
+    course = book / "course-src"
+    nb = course / "source" / "a1_x" / "a1_x.ipynb"
+    nb.parent.mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1/0")]), nb)
+    (course / "README.md").write_text("# The course\n")
+    prepare(book / ".hub", course, ["instructor"])
+    shutil.rmtree(course)
+    assert (book / ".hub" / "home" / "instructor" / "course" / "source" / "a1_x" / "a1_x.ipynb").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("excluded", [True, False], ids=["config", "without-.hub-excluded"])
+def test_the_strict_build_ignores_the_hubs_state(tmp_path, excluded):
+    """After `make hub`, `make book` still builds: `.hub/` is in exclude_patterns. Without
+    that entry (the control) the same tiny book fails the strict build on .hub's pages."""
+    book = _book(tmp_path, fill=False)
+    shutil.copy(ROOT / "references.bib", book)      # the strict build reads it
+    if not excluded:
+        cfg = yaml.safe_load((book / "_config.yml").read_text())
+        cfg["exclude_patterns"].remove(".hub")
+        (book / "_config.yml").write_text(yaml.safe_dump(cfg))
+    _hub_state(book)
+    if excluded:
+        build(book, quiet=True)
+        built = {p.relative_to(book / "_build" / "html").as_posix()
+                 for p in (book / "_build" / "html").rglob("*.html")}
+        assert "page.html" in built
+        assert not [p for p in built if ".hub" in p or "a1_x" in p], built
+    else:
+        with pytest.raises(subprocess.CalledProcessError):
+            build(book, quiet=True)
+
+
+def test_the_hubs_state_and_sources_are_excluded_from_the_book(tmp_path):
+    """Sphinx's own file discovery, with the config's exclude_patterns, on such a tree."""
+    from sphinx.util.matching import get_matching_files
+
+    for path in (".hub/home/instructor/course/source/a1/a1.ipynb", ".hub/home/student1/x.md",
+                 "node_modules/configurable-http-proxy/README.md", "hub/notes.md",
+                 "chapters/intro.md"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("# x\n")
+    patterns = yaml.safe_load((ROOT / "_config.yml").read_text())["exclude_patterns"]
+    assert list(get_matching_files(tmp_path, exclude_patterns=patterns)) == ["chapters/intro.md"]
