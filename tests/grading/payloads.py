@@ -184,3 +184,84 @@ class Listener:
 
 def b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
+
+
+def driver(chromium, profile) -> "webdriver.Chrome":  # noqa: F821
+    """A headless Chromium (the flags of tests/hub/browser.py) that keeps its console log."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    from tests.hub.browser import CHROME_FLAGS
+
+    binary, drv = chromium
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = binary
+    for flag in (*CHROME_FLAGS, f"--user-data-dir={profile}"):
+        opts.add_argument(flag)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    d = webdriver.Chrome(service=Service(drv), options=opts)
+    d.set_page_load_timeout(60)
+    return d
+
+
+def observe(d, url: str, listener: Listener, settle: float = 1.5) -> dict:
+    """Open ``url``, click every "click me" link (coming back after each), and return what
+    ran: ``{"ran": names seen in the title, window.pwned or the listener, "refused":
+    Content-Security-Policy refusals in the console, "text": the page's text,
+    "images": how many images loaded}``."""
+    import time
+
+    listener.hits.clear()
+    d.get(url)
+    time.sleep(settle)
+    ran: set[str] = set()
+
+    def look() -> None:
+        title = d.title or ""
+        if title.startswith("pwned:"):
+            ran.add(title.split(":", 1)[1])
+        ran.update(d.execute_script("return window.pwned || []") or [])
+
+    look()
+    text = d.find_element("tag name", "body").text
+    images = d.execute_script(
+        "return Array.from(document.images).filter(i => i.complete && i.naturalWidth > 0).length")
+    n = len(d.find_elements("partial link text", "click me"))
+    for i in range(n):
+        links = d.find_elements("partial link text", "click me")
+        if i >= len(links):
+            break
+        try:
+            links[i].click()
+        except Exception:    # not clickable (no href): nothing to run
+            continue
+        time.sleep(0.5)
+        look()
+        if d.current_url != url:
+            d.get(url)
+            time.sleep(settle)
+    time.sleep(0.5)
+    ran.update(h for h in listener.hits if h)
+    log = d.get_log("browser")
+    refused = [e["message"] for e in log if "Content Security Policy" in e["message"]]
+    return {"ran": ran, "refused": refused, "text": text, "images": images}
+
+
+class StaticSite:
+    """A folder served over HTTP on a free loopback port (how a hub serves a file)."""
+
+    def __init__(self, folder) -> None:
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def __init__(self, *a, **kw):
+                super().__init__(*a, directory=str(folder), **kw)
+
+            def log_message(self, *a):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
