@@ -223,7 +223,8 @@ def observe(d, url: str, listener: Listener, settle: float = 1.5) -> dict:
         ran.update(d.execute_script("return window.pwned || []") or [])
 
     look()
-    text = d.find_element("tag name", "body").text
+    text = d.execute_script("return document.body ? document.body.innerText"
+                            " : document.documentElement.textContent") or ""
     images = d.execute_script(
         "return Array.from(document.images).filter(i => i.complete && i.naturalWidth > 0).length")
     n = len(d.find_elements("partial link text", "click me"))
