@@ -8,7 +8,8 @@ import platform
 
 from .backends import FRAMEWORKS, get_backend
 from .bench import Benchmark, Stats, measure
-from .devices import DevicePlan, close_workers, cpu_cores, get_devices, plan_devices
+from .devices import (Device, DevicePlan, close_workers, cpu_cores, get_devices, load_line,
+                      plan_devices, standin_devices)
 from .launch import RankFailed, RankTimeout, launch
 from .timeline import Interval, Timeline
 
@@ -17,9 +18,11 @@ from .timeline import Interval, Timeline
 logging.getLogger("matplotlib").setLevel(logging.WARNING)
 
 __all__ = [
-    "FRAMEWORKS", "get_backend", "Benchmark", "Stats", "measure", "DevicePlan", "get_devices",
-    "plan_devices", "close_workers", "cpu_cores", "launch", "RankFailed", "RankTimeout",
-    "Interval", "Timeline", "hardware_summary", "show_source", "cpu_model",
+    "FRAMEWORKS", "get_backend", "Benchmark", "Stats", "measure", "Device", "DevicePlan",
+    "get_devices", "standin_devices", "plan_devices", "close_workers", "cpu_cores", "load_line",
+    "launch",
+    "RankFailed", "RankTimeout", "Interval", "Timeline", "hardware_summary", "show_source",
+    "cpu_model",
 ]
 
 

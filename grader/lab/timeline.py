@@ -115,6 +115,22 @@ class Timeline:
                    kinds.get(e["cat"], "other"), name)
         return tl
 
+    @classmethod
+    def from_events(cls, marks: Iterable[tuple], origin: Any, title: str = "") -> "Timeline":
+        """From device events (PyTorch's or Paddle's CUDA events, created with
+        ``enable_timing=True`` and synchronized): ``marks`` are ``(row, start_event,
+        end_event)`` or ``(row, start_event, end_event, kind, label)``; every time is
+        ``origin.elapsed_time(event)``, milliseconds after the ``origin`` event."""
+        tl = cls(title)
+        for mark in marks:
+            row, a, b, *rest = mark
+            kind = rest[0] if rest else "compute"
+            label = rest[1] if len(rest) > 1 else ""
+            t0 = float(origin.elapsed_time(a)) / 1e3
+            t1 = float(origin.elapsed_time(b)) / 1e3
+            tl.add(row, t0, max(t0, t1), kind, label)
+        return tl
+
     # -- reading ----------------------------------------------------------------
     @property
     def rows(self) -> list[str]:

@@ -62,6 +62,31 @@ def test_an_unknown_cell_name_is_an_error_that_lists_the_names(page):
         gpucells.find_cell(page, "sqare")
 
 
+def test_sibling_cells_of_one_experiment_are_told_apart_by_framework(tmp_path, capsys,
+                                                                    monkeypatch):
+    p = tmp_path / "twins.md"
+    p.write_text(textwrap.dedent('''\
+        ```{code-cell} ipython3
+        :tags: [torch, skip-execution]
+        :gpu-cell: copy
+        print("torch")
+        ```
+
+        ```{code-cell} ipython3
+        :tags: [paddle, skip-execution]
+        :gpu-cell: copy
+        print("paddle")
+        ```
+        '''))
+    assert gpucells.find_cell(p, "copy", "paddle").source == 'print("paddle")'
+    assert gpucells.find_cell(p, "copy").framework == "torch"
+    with pytest.raises(gpucells.GpuCellError, match="no torch cell"):
+        gpucells.find_cell(p, "cpy", "torch")
+    monkeypatch.setattr(gpucells, "gpu_count", lambda fw: 0)
+    gpucells.gpu_output(p, "copy", framework="paddle", directory=tmp_path)
+    assert capsys.readouterr().out.startswith("This Paddle cell needs a CUDA GPU")
+
+
 def test_without_a_gpu_or_a_record_it_says_what_the_cell_needs(page, tmp_path, capsys,
                                                                monkeypatch):
     monkeypatch.setattr(gpucells, "gpu_count", lambda fw: 0)

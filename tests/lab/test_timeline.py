@@ -123,3 +123,26 @@ def test_only_the_outermost_of_nested_intervals_is_labelled():
     assert texts[0] == "matmul dygraph" and len(texts) == 2
     assert texts[1] == "scale dyg…"  # 10% of the axis holds about 10 small characters
     plt.close("all")
+
+
+class _FakeEvent:
+    """What PyTorch's and Paddle's timing events offer: elapsed_time in milliseconds."""
+
+    def __init__(self, ms):
+        self.ms = ms
+
+    def elapsed_time(self, other):
+        return other.ms - self.ms
+
+
+def test_a_timeline_from_device_events_is_in_seconds_after_the_origin():
+    origin = _FakeEvent(100.0)
+    marks = [("compute", _FakeEvent(100.0), _FakeEvent(102.0)),
+             ("copy", _FakeEvent(101.0), _FakeEvent(104.0), "copy", "copy 0"),
+             ("copy", _FakeEvent(104.0), _FakeEvent(105.0), "copy")]
+    tl = Timeline.from_events(marks, origin, "t")
+    assert tl.rows == ["compute", "copy"]
+    assert tl.busy("compute") == [(0.0, 0.002)]
+    assert tl.intervals[1].kind == "copy" and tl.intervals[1].label == "copy 0"
+    assert (tl.intervals[2].kind, tl.intervals[2].label) == ("copy", "")
+    assert tl.overlap("compute", "copy") == pytest.approx(0.001)
