@@ -127,7 +127,6 @@ def _run(source: str, ns: dict) -> list:
     import io
 
     from IPython.core.formatters import DisplayFormatter
-    from IPython.display import display as _  # noqa: F401
 
     outputs: list = []
     fmt = DisplayFormatter()
@@ -180,10 +179,6 @@ class Listener:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
-
-
-def b64(text: str) -> str:
-    return base64.b64encode(text.encode()).decode()
 
 
 def driver(chromium, profile) -> "webdriver.Chrome":  # noqa: F821

@@ -12,7 +12,6 @@ template as it ships (no sanitizing, no policy) runs them in the same browser.
 """
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from pathlib import Path
