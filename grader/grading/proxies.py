@@ -12,6 +12,7 @@ never hands to the kernel (modules, classes, ``eval``-like built-ins, functions 
 from __future__ import annotations
 
 import operator
+import os
 import traceback
 import types
 from typing import Any
@@ -80,11 +81,18 @@ def remote_exception(name: str, message: str, where: str) -> BaseException:
     return err
 
 
+_GRADING = os.path.dirname(os.path.abspath(__file__))
+
+
 def where(exc: BaseException) -> str:
-    if getattr(exc, "where", ""):
-        return str(exc.where)
-    frames = traceback.extract_tb(exc.__traceback__)
-    return f" (line {frames[-1].lineno}: {frames[-1].line})" if frames and frames[-1].line else ""
+    """`` (line N: code)`` of the line that raised ``exc``: the last frame outside this
+    package, so that an error a judge's object raised in a call from the student's code
+    names the student's line, not the channel's."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not os.path.abspath(f.filename).startswith(_GRADING + os.sep)]
+    if frames and frames[-1].line:
+        return f" (line {frames[-1].lineno}: {frames[-1].line})"
+    return str(exc.where) if getattr(exc, "where", "") else ""
 
 
 class _Proxy:

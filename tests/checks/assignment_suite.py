@@ -38,7 +38,10 @@ def assignment_tests(checks: ModuleType, solutions: ModuleType, assignment: str,
                 assert r.points == want, f"{r.name}: {r.points} points, expected {want}\n{text}"
         assert not all(r.passed for r in results)
         if words:
-            assert words in text, f"message lacks {words!r}:\n{text}"
+            # the first line of feedback about the mistake: the first failing check's
+            # message and its hint
+            first = next(r for r in results if not r.passed)
+            assert words in f"{first.message}\n{first.hint}", f"first hint lacks {words!r}:\n{text}"
 
     def test_the_same_submission_graded_ten_times_scores_the_same():
         for answers in [{}] + [a for a, *_ in solutions.WRONG.values()]:

@@ -2,6 +2,7 @@
 way a notebook would: the notebook's read-only code cells, then the answers in order."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import nbformat
@@ -41,6 +42,18 @@ def namespace(assignment: str, answers: dict[str, str]) -> dict:
 
 
 def run_checks(module, assignment: str, checks: list[tuple[str, str]], answers: dict[str, str]):
-    """Results of ``module.<check>(ns[<function>])`` for each ``(check, function)``."""
+    """Results of ``module.<check>(ns[<function>])`` for each ``(check, function)``; with
+    the notebook's ``FRAMEWORK`` as well where the notebook has one (assignments 1-5)."""
     ns = namespace(assignment, answers)
-    return [getattr(module, check)(ns[fn]) for check, fn in checks]
+    extra = (ns["FRAMEWORK"],) if "FRAMEWORK" in ns else ()
+    return [getattr(module, check)(ns[fn], *extra) for check, fn in checks]
+
+
+def hidden(assignment: str):
+    """The grading checks of an assignment (``exercises/hidden/<assignment>.py``), which
+    only the instructor's side can import."""
+    import importlib
+
+    if str(ROOT / "exercises") not in sys.path:
+        sys.path.append(str(ROOT / "exercises"))
+    return importlib.import_module(f"hidden.{assignment}")

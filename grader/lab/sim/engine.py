@@ -43,8 +43,7 @@ def ns(seconds: float) -> int:
     return int(round(seconds * _NS))
 
 
-class SimError(RuntimeError):
-    """What the simulated framework raises where the real one raises a RuntimeError."""
+SimError = RuntimeError   # what the frameworks raise for a CUDA error or a bad argument
 
 
 class VirtualClock:
@@ -134,6 +133,7 @@ class Event:
         m = self.machine
         m.clock.advance(m.costs.launch_s)
         self.stream, self.time_ns = stream, max(stream.done_ns(), m.clock.now_ns)
+        stream.wait_until(self.time_ns)   # later work on the stream comes after the event
 
     def query(self) -> bool:
         return self.time_ns is None or self.time_ns <= self.machine.clock.now_ns
