@@ -227,3 +227,6 @@ def independent_ops_experiment(torch, clock, x, n=8):
     return {"one": one, "all": clock() - t0, "parallel": True}
 '''}, 4, 3, "one after another take about n times one"),
 }
+
+# mistakes whose answers read a wall clock: only the first N checks' verdicts are fixed
+READS_WALL_CLOCK = {"wall_clock_instead_of_given_clock": 1}
