@@ -43,7 +43,6 @@ VALUE_TYPES = {
     "grader.lab.timeline.Interval": ("grader.lab.timeline", "Interval"),
     "grader.lab.workers.TaskRecord": ("grader.lab.workers", "TaskRecord"),
     "grader.lab.planner.Strategy": ("grader.lab.planner", "Strategy"),
-    "grader.checks.a5_vdevices.VRef": ("grader.checks.a5_vdevices", "VRef"),
 }
 _DTYPE_KINDS = "biufc"          # bool, int, uint, float, complex: no object, no structured
 

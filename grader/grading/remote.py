@@ -221,7 +221,9 @@ class Channel:
                 except Exception as e:  # noqa: BLE001 - e.g. nested too deeply
                     ok, value, header["ok"] = False, e, False
             if not ok:
-                header["error"] = [type(value).__name__, str(value)[:2000], where_of(value)]
+                # the judge's own lines are nothing the student's code could point at
+                header["error"] = [type(value).__name__, str(value)[:2000],
+                                   where_of(value) if self.side == "k" else ""]
             # arguments changed in place go back by value (after the answer, so that the
             # answer's references to them stay echoes of the caller's objects)
             header["back"] = []

@@ -360,7 +360,6 @@ class SimPaddle:
     def _new(self, value: np.ndarray, place: Any) -> PaddleTensor:
         m = self._m
         dev, pinned = (self._default_place(), False) if place is None else self._place_of(place)
-        m.host_compute(value.size, m.costs.host_elems)
         host = PaddleTensor(self, m, value, None, m.clock.now_ns, pinned)
         return host if dev is None else host._to_gpu(dev, blocking=True)
 
@@ -415,7 +414,6 @@ class SimPaddle:
         arr = np.full(shape, fill, self._np_dtype(dtype))
         dev = self._default_place()
         if dev is None:
-            self._m.host_compute(arr.size, self._m.costs.host_elems)
             return PaddleTensor(self, self._m, arr, None, self._m.clock.now_ns)
         blank = PaddleTensor(self, self._m, arr, dev, 0)
         return blank._elementwise("fill", lambda v: v, blank)

@@ -121,7 +121,7 @@ class SimTensor:
         out = matmul_shape(self._value.shape, other._value.shape)
         k = self._value.shape[-1]
         n = int(np.prod(out, dtype=np.int64))
-        return self._run("matmul", np.matmul, (self, other), work=2.0 * n * k,
+        return self._run("matmul", _product, (self, other), work=2.0 * n * k,
                          parallel=max(n, 1), flops=True)
 
     def _binop(self, name: str, other: Any, fn: Callable, reflected: bool = False):
@@ -243,6 +243,14 @@ class SimTensor:
 
     def _stream_of(self, stream: Any) -> Stream:
         raise NotImplementedError
+
+
+def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b``; small products without BLAS's threads, which on a busy machine spend far
+    longer waiting for each other than computing."""
+    if a.ndim == 2 and b.ndim == 2 and a.shape[0] * a.shape[1] * b.shape[1] <= 1 << 22:
+        return np.einsum("ij,jk->ik", a, b)
+    return np.matmul(a, b)
 
 
 def matmul_shape(sa: tuple, sb: tuple) -> tuple:

@@ -383,7 +383,6 @@ class SimTorch:
             value = value.astype(self._np_dtype(dtype))
         elif value.dtype == np.float64 and not isinstance(data, np.ndarray):
             value = value.astype(np.float32)
-        self._m.host_compute(value.size, self._m.costs.host_elems)
         return TorchTensor(self, self._m, value, None, self._m.clock.now_ns, pinned)
 
     def _place(self, t: TorchTensor, device: Any) -> TorchTensor:
@@ -399,7 +398,6 @@ class SimTorch:
         dev = None if device is None else self._device_index(device)
         m = self._m
         if dev is None:
-            m.host_compute(arr.size, m.costs.host_elems)
             return TorchTensor(self, m, arr, None, m.clock.now_ns, pin_memory)
         blank = TorchTensor(self, m, arr, dev, 0)
         return blank._elementwise("fill", lambda v: v, blank)
