@@ -21,7 +21,7 @@ from grader.checks.support import StudentError, call
 from grader.lab.sim import Machine, host_value
 
 PRODUCTS = 5           # U, V, X, Y, Z
-RTOL = 1e-4            # float32 products of standard-normal matrices, relative (Frobenius)
+RESULT_RTOL = 1e-4            # float32 products of standard-normal matrices, relative (Frobenius)
 PRODUCT_S = 1.1e-3     # one SIZE x SIZE product
 COPY_S = 0.14e-3       # one SIZE x SIZE float32 matrix, host <-> device or device <-> device
 ADD_S = 0.09e-3
@@ -112,10 +112,10 @@ def check_result(run_dag: Callable, framework: str = "torch", *, r: Run | None =
                                 "the result was read before its copy to the host had landed: "
                                 "wait for it (a blocking copy, or synchronize) first")
     err = float(np.sqrt(np.sum((got - want) ** 2) / np.sum(want ** 2)))
-    if err <= RTOL:
-        return CheckResult(name, points, points, f"relative error {err:.1e} <= {RTOL:.0e}")
+    if err <= RESULT_RTOL:
+        return CheckResult(name, points, points, f"relative error {err:.1e} <= {RESULT_RTOL:.0e}")
     return CheckResult(name, 0, points, "the result differs from X + Y + Z",
-                       expected=f"relative error <= {RTOL:.0e}", seen=f"relative error {err:.3g}",
+                       expected=f"relative error <= {RESULT_RTOL:.0e}", seen=f"relative error {err:.3g}",
                        hint="check each product's operands and their order: matrix products do "
                             "not commute (U @ V is not V @ U)")
 
@@ -210,7 +210,7 @@ def check_faster(run_dag: Callable, framework: str = "torch", *, r: Run | None =
                        expected=f"makespan < {serial * 1e3:.3f} ms", seen=seen, hint=hint)
 
 
-def grade(run_dag: Callable, framework: str = "torch") -> list[CheckResult]:
+def check_all(run_dag: Callable, framework: str = "torch") -> list[CheckResult]:
     """All of assignment 5's checks, from one run of ``run_dag``."""
     r = run(run_dag, framework) if framework in ("torch", "paddle") else None
     return [check_result(run_dag, framework, r=r), check_devices_used(run_dag, framework, r=r),

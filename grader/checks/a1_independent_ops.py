@@ -15,7 +15,7 @@ from .result import CheckResult
 from .simulated import framework_problem, fresh, is_number, ms, student_failed
 from .support import StudentError, call
 
-KERNEL_S = 0.010     # what the public check's operation takes
+PUBLIC_OP_S = 0.010     # what the public check's operation takes
 
 
 def public_time_work(time_work, framework: str = "torch") -> CheckResult:
@@ -26,7 +26,7 @@ def public_time_work(time_work, framework: str = "torch") -> CheckResult:
     fw, m = fresh(framework, warmup_s=0.0)
     x = place(fw, np.ones((4, 4), np.float32))
     try:
-        t = call(time_work, fw, m.clock.read, fixed_kernel(KERNEL_S, name="op"), x,
+        t = call(time_work, fw, m.clock.read, fixed_kernel(PUBLIC_OP_S, name="op"), x,
                  warmup=1, repeats=2)
     except StudentError as e:
         return student_failed(name, 1, e, framework)
@@ -34,7 +34,7 @@ def public_time_work(time_work, framework: str = "torch") -> CheckResult:
         return CheckResult(name, 0, 1, "time_work must return seconds as a positive float",
                            seen=ms(t))
     return CheckResult(name, 1, 1, f"it gave {ms(t)} for an operation of "
-                       f"{KERNEL_S * 1e3:.0f} ms (the grading checks try more cases)")
+                       f"{PUBLIC_OP_S * 1e3:.0f} ms (the grading checks try more cases)")
 
 
 def public_experiment(independent_ops_experiment, framework: str = "torch") -> CheckResult:

@@ -15,7 +15,7 @@ from .simulated import framework_problem, fresh, is_number, ms, student_failed
 from .support import StudentError, call
 
 
-def _device(framework: str):
+def _public_device(framework: str):
     # a 32 x 32 product fills a quarter of this GPU, a 64 x 64 one all of it
     return fresh(framework, warmup_s=0.0, capacity=64 * 64, flops=6.5e7)
 
@@ -24,7 +24,7 @@ def public_time_on_streams(time_on_streams, framework: str = "torch") -> CheckRe
     name = "time_on_streams runs"
     if (bad := framework_problem(name, 1, framework)) is not None:
         return bad
-    fw, m = _device(framework)
+    fw, m = _public_device(framework)
     try:
         t = call(time_on_streams, fw, m.clock.read, place(fw, np.eye(32, dtype=np.float32)), 4, 2)
     except StudentError as e:
@@ -39,7 +39,7 @@ def public_speedups(stream_speedups, framework: str = "torch") -> CheckResult:
     name = "stream_speedups runs"
     if (bad := framework_problem(name, 1, framework)) is not None:
         return bad
-    fw, m = _device(framework)
+    fw, m = _public_device(framework)
     small, large = (place(fw, np.eye(k, dtype=np.float32)) for k in (32, 64))
     try:
         out = call(stream_speedups, fw, m.clock.read, small, large, 4, 2)

@@ -43,6 +43,7 @@ import ast
 import asyncio
 import builtins
 import linecache
+import os
 import secrets
 import sys
 import threading
@@ -56,7 +57,7 @@ from nbclient.util import run_sync
 from nbformat import NotebookNode
 from nbformat.v4 import new_output
 
-from . import crashes
+from . import crashes, hidden
 from .crashes import GuardedExecute
 from .remote import Channel, ChannelClosed, RemoteTimeout, bootstrap_code, connect
 
@@ -169,7 +170,10 @@ class JudgedExecute(GuardedExecute):
     cells in this process; see the module docstring."""
 
     def preprocess(self, nb, resources=None, km=None):
-        course_id = self.config.get("CourseDirectory", {}).get("course_id", "default_course")
+        course = self.config.get("CourseDirectory", {})
+        course_id = course.get("course_id", "default_course")
+        # the hidden checks a test cell's hidden block loads live in the course folder
+        hidden.use(course.get("root") or os.getcwd())
         self._roles, self._sources = _roles(nb, resources or {}, self.skip_cells, course_id)
         if not self._roles:
             self.log.warning("JudgedExecute: the gradebook names no test cell in this notebook")

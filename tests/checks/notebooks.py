@@ -3,13 +3,21 @@ way a notebook would: the notebook's read-only code cells, then the answers in o
 from __future__ import annotations
 
 import linecache
-import sys
 from pathlib import Path
 
 import nbformat
 
+from grader.grading import hidden as _hidden
+
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "exercises" / "source"
+
+
+def hidden_checks(assignment: str):
+    """The instructor's hidden checks of ``assignment`` (``exercises/hidden/<assignment>.py``),
+    loaded the way a hidden test cell loads them."""
+    _hidden.use(ROOT / "exercises")
+    return _hidden.load(assignment)
 
 
 def source_notebook(assignment: str) -> nbformat.NotebookNode:
@@ -55,12 +63,3 @@ def run_checks(module, assignment: str, checks: list[tuple[str, str]], answers: 
     extra = (ns["FRAMEWORK"],) if "FRAMEWORK" in ns else ()
     return [getattr(module, check)(ns[fn], *extra) for check, fn in checks]
 
-
-def hidden(assignment: str):
-    """The grading checks of an assignment (``exercises/hidden/<assignment>.py``), which
-    only the instructor's side can import."""
-    import importlib
-
-    if str(ROOT / "exercises") not in sys.path:
-        sys.path.append(str(ROOT / "exercises"))
-    return importlib.import_module(f"hidden.{assignment}")

@@ -50,6 +50,7 @@ def main() -> None:
     COURSE = Path(tempfile.mkdtemp(prefix="course-samples-"))
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
     shutil.copy(ROOT / "exercises" / "nbgrader_config.py", COURSE)
+    shutil.copytree(ROOT / "exercises" / "hidden", COURSE / "hidden")
     for a in ("a5_dependencies", "a6_data_parallel", "a7_ring_allreduce", "a8_placements"):
         shutil.copytree(ROOT / "exercises" / "source" / a, COURSE / "source" / a)
         subprocess.run(["nbgrader", "generate_assignment", a, "--force"], cwd=COURSE, env=env,

@@ -3,8 +3,8 @@ marks, each typical mistake loses the points it should with the first hint it sh
 grading is repeatable."""
 from . import a1_solutions as solutions
 from .assignment_suite import assignment_tests
-from .notebooks import hidden
+from .notebooks import hidden_checks
 
-globals().update(assignment_tests(hidden("a1_independent_ops"), solutions, "a1_independent_ops",
+globals().update(assignment_tests(hidden_checks("a1_independent_ops"), solutions, "a1_independent_ops",
                                   [("check_time_work", "time_work"),
                                    ("check_experiment", "independent_ops_experiment")]))

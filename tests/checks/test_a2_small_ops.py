@@ -3,8 +3,8 @@ each typical mistake loses the points it should with the first hint it should, g
 repeatable."""
 from . import a2_solutions as solutions
 from .assignment_suite import assignment_tests
-from .notebooks import hidden
+from .notebooks import hidden_checks
 
-globals().update(assignment_tests(hidden("a2_small_ops"), solutions, "a2_small_ops",
+globals().update(assignment_tests(hidden_checks("a2_small_ops"), solutions, "a2_small_ops",
                                   [("check_time_on_streams", "time_on_streams"),
                                    ("check_speedups", "stream_speedups")]))

@@ -3,8 +3,8 @@ marks, each typical mistake loses the points it should with the first hint it sh
 grading is repeatable."""
 from . import a4_solutions as solutions
 from .assignment_suite import assignment_tests
-from .notebooks import hidden
+from .notebooks import hidden_checks
 
-globals().update(assignment_tests(hidden("a4_profile_trace"), solutions, "a4_profile_trace",
+globals().update(assignment_tests(hidden_checks("a4_profile_trace"), solutions, "a4_profile_trace",
                                   [("check_trace_with_events", "trace_with_events"),
                                    ("check_chrome_overlap", "overlap_from_chrome_trace")]))

@@ -9,9 +9,9 @@ from grader.lab.sim import place, simulate
 
 from . import a5_solutions as solutions
 from .assignment_suite import assignment_tests
-from .notebooks import hidden, namespace
+from .notebooks import hidden_checks, namespace
 
-a5 = hidden("a5_dependencies")
+a5 = hidden_checks("a5_dependencies")
 CHECKS = [("check_result", "run_dag"), ("check_devices_used", "run_dag"),
           ("check_dependencies", "run_dag"), ("check_faster", "run_dag")]
 globals().update(assignment_tests(a5, solutions, "a5_dependencies", CHECKS))
@@ -24,7 +24,7 @@ def test_the_one_device_baseline_is_slower_than_the_reference_by_more_than_a_ten
 
 def test_grade_runs_the_schedule_once_and_gives_all_four_results():
     ref = namespace("a5_dependencies", {})
-    results = a5.grade(ref["run_dag"], ref["FRAMEWORK"])
+    results = a5.check_all(ref["run_dag"], ref["FRAMEWORK"])
     assert [r.points for r in results] == [3, 2, 2, 3]
     assert public.public_run_dag(ref["run_dag"], ref["FRAMEWORK"]).passed
 

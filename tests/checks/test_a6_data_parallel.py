@@ -2,14 +2,16 @@
 mistake loses the points of the piece it breaks, with a message naming it."""
 import pytest
 
-from grader.checks import a6_data_parallel as a6
 from tests.checks import a6_solutions as sol
+from tests.checks.notebooks import hidden_checks
+
+a6 = hidden_checks("a6_data_parallel")      # exercises/hidden
 
 FULL = 14
 
 
 def points(pieces, framework="torch"):
-    return [r.points for r in a6.grade(pieces, framework)]
+    return [r.points for r in a6.check_all(pieces, framework)]
 
 
 @pytest.mark.parametrize("pieces", [sol.REFERENCE, sol.BY_HAND, sol.STACKED],
@@ -56,7 +58,7 @@ def test_gather_in_the_wrong_order_is_caught():
     (sol.reduce_summed, "summed"), (sol.reduce_plain_mean, "ignores the chunk sizes"),
     (sol.reduce_twice, "averaged twice")])
 def test_wrongly_averaged_gradients_are_diagnosed_and_training_diverges(bad, diagnosis):
-    results = a6.grade(sol.with_(reduce_gradients=bad))
+    results = a6.check_all(sol.with_(reduce_gradients=bad))
     reduce, training = results[4], results[5]
     assert reduce.points == 0 and diagnosis in reduce.seen
     assert training.points == 0 and "W1" in training.seen
@@ -67,7 +69,7 @@ def test_a_piece_that_raises_gets_zero_for_that_piece_only():
     def broken(batch, n):
         raise ValueError("todo")
 
-    results = a6.grade(sol.with_(scatter=broken))
+    results = a6.check_all(sol.with_(scatter=broken))
     assert results[0].points == 0 and "ValueError: todo" in results[0].seen
     assert [r.points for r in results[1:5]] == [2, 3, 1, 3]
 

@@ -1,8 +1,11 @@
 """Assignment 8's checks, against the auto-parallel chapter's planner."""
 import pytest
 
-from grader.checks import a8_placements as a8
+from grader.checks import a8_placements as a8_public
 from tests.checks import a8_solutions as sol
+from tests.checks.notebooks import hidden_checks
+
+a8 = hidden_checks("a8_placements")         # exercises/hidden
 
 
 @pytest.mark.parametrize("fn", [sol.predict_reference, sol.predict_by_pairs])
@@ -49,7 +52,7 @@ def test_an_invalid_strategy_is_named_as_such():
 def test_each_scenario_has_a_clear_winner():
     from grader.lab import planner
 
-    for _, dims, batch, cluster in a8.SCENARIOS:
+    for _, dims, batch, cluster in a8_public.SCENARIOS:
         best, preds = planner.best_strategy(dims, batch, cluster)
         assert preds[1].step_s >= 1.2 * best.step_s
 
@@ -58,8 +61,8 @@ def test_public_checks_accept_a_well_formed_answer_and_reject_a_stub():
     def stub(*args, **kwargs):
         raise NotImplementedError
 
-    assert a8.public_predict(sol.predict_reference).passed and a8.public_choose(sol.choose_by_rule).passed
-    assert not a8.public_predict(stub).passed and not a8.public_choose(stub).passed
+    assert a8_public.public_predict(sol.predict_reference).passed and a8_public.public_choose(sol.choose_by_rule).passed
+    assert not a8_public.public_predict(stub).passed and not a8_public.public_choose(stub).passed
 
 
 def test_the_same_submission_gets_the_same_score_ten_times():
@@ -71,4 +74,4 @@ def test_the_notebooks_reference_solution_scores_full_marks():
     from tests.checks.notebooks import namespace
 
     ns = namespace("a8_placements", {})
-    assert [r.points for r in a8.grade(ns["predict_communication"], ns["choose_strategy"])] == [6, 3]
+    assert [r.points for r in a8.check_all(ns["predict_communication"], ns["choose_strategy"])] == [6, 3]

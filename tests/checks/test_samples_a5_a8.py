@@ -5,9 +5,10 @@ import linecache
 import nbformat
 import pytest
 
-from grader.checks import a5_dependencies as a5, a6_data_parallel as a6
-from grader.checks import a7_ring_allreduce as a7, a8_placements as a8
-from tests.checks.notebooks import ROOT, namespace
+from tests.checks.notebooks import ROOT, hidden_checks, namespace
+
+a5, a6 = hidden_checks("a5_dependencies"), hidden_checks("a6_data_parallel")
+a7, a8 = hidden_checks("a7_ring_allreduce"), hidden_checks("a8_placements")
 
 SUBMITTED = ROOT / "exercises" / "submitted"
 
@@ -28,16 +29,16 @@ def answers(student: str, assignment: str) -> dict[str, str]:
 def score(student: str, assignment: str) -> float:
     ns = namespace(assignment, answers(student, assignment))
     if assignment == "a5_dependencies":
-        results = a5.grade(ns["run_dag"])
+        results = a5.check_all(ns["run_dag"])
     elif assignment == "a6_data_parallel":
-        results = a6.grade({k: ns[k] for k in ("scatter", "replicate", "parallel_apply", "gather",
+        results = a6.check_all({k: ns[k] for k in ("scatter", "replicate", "parallel_apply", "gather",
                                                 "reduce_gradients")})
     elif assignment == "a7_ring_allreduce":
         fn = ns["ring_all_reduce"]
         fn.__module__ = "__main__"
-        results = a7.grade(fn)
+        results = a7.check_all(fn)
     else:
-        results = a8.grade(ns["predict_communication"], ns["choose_strategy"])
+        results = a8.check_all(ns["predict_communication"], ns["choose_strategy"])
     return sum(r.points for r in results)
 
 

@@ -121,9 +121,9 @@ def test_every_suite_answer_gets_the_same_verdict_through_the_channel(assignment
     judge's: the same points and messages as in one process. Every call the answer makes on
     the simulated torch/paddle (attributes, operators on tensors, `with` on a stream context,
     events' elapsed_time as plain floats) crosses the channel."""
-    from tests.checks.notebooks import hidden, namespace
+    from tests.checks.notebooks import hidden_checks, namespace
 
-    checks = hidden(assignment)
+    checks = hidden_checks(assignment)
     ns = namespace(assignment, answers)
     framework = ns["FRAMEWORK"]
     direct = [getattr(checks, c)(ns[f], framework) for c, f in SUITES[assignment]]
@@ -166,9 +166,9 @@ def _a8_cases():
 @pytest.mark.parametrize("assignment, check, module, name", list(_a8_cases()),
                          ids=[f"{a[:2]}-{n}" for a, _, _, n in _a8_cases()])
 def test_a8_answers_get_the_same_verdict_through_the_channel(assignment, check, module, name):
-    import importlib
+    from tests.checks.notebooks import hidden_checks
 
-    checks = importlib.import_module(f"grader.checks.{assignment}")
+    checks = hidden_checks(assignment)
     as_list = lambda r: r if isinstance(r, list) else [r]  # noqa: E731
     direct = as_list(getattr(checks, check)(getattr(module, name)))
     judged = _through_channel(vars(module), lambda get: as_list(getattr(checks, check)(get(name))))
@@ -200,11 +200,12 @@ def _replicate_detached(params, n):
 def test_a6_pieces_get_the_same_verdict_through_the_channel(pieces, framework):
     """Identity (shared replicas), in-place changes, concurrent callbacks (parallel_apply's
     probe) and tensors of both frameworks, as the judge sees them."""
-    from grader.checks import a6_data_parallel as a6
+    from tests.checks.notebooks import hidden_checks
 
-    direct = a6.grade(pieces, framework)
+    a6 = hidden_checks("a6_data_parallel")
+    direct = a6.check_all(pieces, framework)
     ns = {f"piece_{k}": v for k, v in pieces.items()}
-    judged = _through_channel(ns, lambda get: a6.grade({k: get(f"piece_{k}") for k in pieces}, framework))
+    judged = _through_channel(ns, lambda get: a6.check_all({k: get(f"piece_{k}") for k in pieces}, framework))
     assert [(r.points, r.message) for r in judged] == [(r.points, r.message) for r in direct]
 
 
@@ -231,6 +232,7 @@ def _cells(course: Path, assignment: str) -> dict[str, dict[str, float]]:
 def _course(assignments: list[str], students: list[str]) -> Path:
     course = Path(tempfile.mkdtemp(prefix="judge-"))
     shutil.copy(EXERCISES / "nbgrader_config.py", course)
+    shutil.copytree(EXERCISES / "hidden", course / "hidden")
     for a in assignments:
         shutil.copytree(EXERCISES / "source" / a, course / "source" / a)
         for s in students:
