@@ -24,8 +24,10 @@ def overlapped(torch, clock, op, xs):
     bufs = [torch.empty(x.shape, dtype=x.dtype, pin_memory=True) for x in xs]
     torch.cuda.synchronize()
     start = clock()
+    keep = []
     for x, buf in zip(xs, bufs):
         y = op(x)
+        keep.append(y)
         side.wait_stream(main)
         with torch.cuda.stream(side):
             buf.copy_(y, non_blocking=True)
@@ -53,9 +55,10 @@ def overlapped(paddle, clock, op, xs):
     copier = paddle.device.Stream()
     paddle.device.synchronize()
     t0 = clock()
-    host = []
+    host, ys = [], []
     for x in xs:
         y = op(x)
+        ys.append(y)
         ev = paddle.device.Event()
         ev.record()
         with paddle.device.stream_guard(copier):
@@ -87,9 +90,10 @@ def overlapped(paddle, clock, op, xs):
     stream = paddle.device.Stream()
     paddle.device.synchronize()
     t0 = clock()
-    results = []
+    results, alive = [], []
     for x in xs:
         y = op(x)
+        alive.append(y)
         ready = paddle.device.Event()
         ready.record(paddle.device.current_stream())
         stream.wait_event(ready)

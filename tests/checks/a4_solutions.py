@@ -32,11 +32,12 @@ def trace_with_events(torch, op, xs):
     new = lambda: torch.cuda.Event(enable_timing=True)
     origin = new()
     origin.record(main)
-    compute, copy = [], []
+    compute, copy, ys = [], [], []
     for x in xs:
         s, e = new(), new()
         s.record(main)
         y = op(x)
+        ys.append(y)
         e.record(main)
         side.wait_event(e)
         c0, c1 = new(), new()
@@ -66,11 +67,12 @@ def trace_with_events(paddle, op, xs):
     copier = paddle.device.Stream()
     t0 = ev()
     t0.record()
-    pairs = {"compute": [], "copy": []}
+    pairs, keep = {"compute": [], "copy": []}, []
     for x in xs:
         a = ev()
         a.record()
         y = op(x)
+        keep.append(y)
         b = ev()
         b.record()
         pairs["compute"].append((a, b))
@@ -112,10 +114,11 @@ def trace_with_events(paddle, op, xs):
         e.record(stream)
         return e
     origin = mark(here)
-    compute, copy = [], []
+    compute, copy, products = [], [], []
     for x in xs:
         a = mark(here)
         y = op(x)
+        products.append(y)
         b = mark(here)
         there.wait_event(b)
         c = mark(there)
