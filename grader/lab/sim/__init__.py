@@ -14,7 +14,8 @@ objects an answer gets says how long anything took.
 
 - :mod:`.engine`: the clock, the cost model, devices, streams, events, copy engines;
 - :mod:`.tensor`: tensors (a NumPy value, where it lives, when it is written);
-- :mod:`.torch_api`, :mod:`.paddle_api`: the two frameworks' spellings;
+- :mod:`.torch_api`, :mod:`.paddle_api`: the two frameworks' modules, and
+  :mod:`.torch_tensor`, :mod:`.paddle_tensor` their tensors;
 - :mod:`.streams`: streams, events and stream contexts, shared by both.
 """
 from __future__ import annotations
@@ -53,8 +54,8 @@ def simulate(framework: str = "torch", gpus: int = 1, costs: Costs | None = None
 def place(fw: Any, array: Any, device: int | None = 0, pinned: bool = False) -> SimTensor:
     """A tensor of ``fw`` holding ``array`` on GPU ``device`` (None: the host), already
     written: how a grader sets up inputs without spending virtual time."""
-    from .paddle_api import PaddleTensor
-    from .torch_api import TorchTensor
+    from .paddle_tensor import PaddleTensor
+    from .torch_tensor import TorchTensor
 
     kind = TorchTensor if isinstance(fw, SimTorch) else PaddleTensor
     return kind(fw, fw._m, np.array(array, copy=True), device, fw._m.clock.now_ns,

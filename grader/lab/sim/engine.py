@@ -28,7 +28,7 @@ The judge keeps the :class:`Machine`; the answer only ever gets the framework fa
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
