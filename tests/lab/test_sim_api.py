@@ -87,3 +87,18 @@ def test_nothing_an_answer_gets_reveals_durations_or_the_machine():
             assert not isinstance(value, type(m)) and value is not m.costs, (obj, n)
         assert "0.777" not in repr(obj) and "123" not in repr(obj) and "parallel" not in repr(obj)
     assert [n for n in dir(op) if not n.startswith("_")] == []
+
+
+def test_sizes_the_grading_machine_cannot_compute_are_refused_before_anything_is_allocated():
+    """The simulated frameworks compute every value on the grader's CPU: a tensor or an
+    operation far beyond what an exercise needs raises, as an out-of-memory error would."""
+    torch, _ = simulate("torch")
+    with pytest.raises(RuntimeError, match="CUDA out of memory"):
+        torch.empty(100_000, 100_000, device="cuda")
+    paddle, _ = simulate("paddle")
+    with pytest.raises(RuntimeError, match="CUDA out of memory"):
+        paddle.zeros([1 << 16, 1 << 16])
+    torch, _ = simulate("torch", costs=Costs(max_work=1e6))
+    x = place(torch, np.ones((128, 128), np.float32))
+    with pytest.raises(RuntimeError, match="use the sizes the task gives"):
+        x @ x

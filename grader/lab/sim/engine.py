@@ -84,6 +84,10 @@ class Costs:
     link_bw: float = 100e9        # bytes/s between two devices
     host_elems: float = 1e9       # the host's element-wise rate (CPU tensors)
     host_flops: float = 50e9      # the host's matrix-product rate (CPU tensors)
+    # Values are computed for real, on the grading machine's CPU: what one tensor may hold
+    # and one operation may cost there (the exercises need far less)
+    max_elems: int = 1 << 24
+    max_work: float = 2.0 ** 33
 
     def kernel_s(self, work: float, rate: float, parallel: int) -> tuple[float, float]:
         """(seconds, width) of a kernel doing ``work`` at ``rate`` (per second, whole device)

@@ -21,7 +21,7 @@ import numpy as np
 
 from .engine import Event, Machine, SimError, Stream
 from .streams import NullContext, SimEvent, SimStream, StreamContext, unmodeled, wrap_stream
-from .tensor import SimTensor, scalar_like
+from .tensor import SimTensor, admit, scalar_like
 from .paddle_tensor import TENSOR_MODELED, PaddleDtype, PaddleTensor, Place
 
 __all__ = ["SimPaddle"]
@@ -233,7 +233,7 @@ class SimPaddle:
         return self._new(value, place)
 
     def _filled(self, shape: Any, fill: Any, dtype: Any) -> PaddleTensor:
-        shape = [int(s) for s in (shape if isinstance(shape, (list, tuple)) else [shape])]
+        shape = admit(self._m, shape)
         arr = np.full(shape, fill, self._np_dtype(dtype))
         dev = self._default_place()
         if dev is None:
@@ -242,7 +242,7 @@ class SimPaddle:
         return blank._elementwise("fill", lambda v: v, blank)
 
     def empty(self, shape: Any, dtype: Any = None, name: Any = None) -> PaddleTensor:
-        shape = [int(s) for s in (shape if isinstance(shape, (list, tuple)) else [shape])]
+        shape = admit(self._m, shape)
         np_dtype = self._np_dtype(dtype)
         arr = np.full(shape, np.nan, np_dtype) if np_dtype.kind == "f" else np.zeros(shape, np_dtype)
         return PaddleTensor(self, self._m, arr, self._default_place(), self._m.clock.now_ns)

@@ -15,9 +15,23 @@ import numpy as np
 
 from .engine import Gpu, Machine, SimError, Stream, garbage
 
-__all__ = ["SimTensor", "scalar_like", "matmul_shape"]
+__all__ = ["SimTensor", "scalar_like", "matmul_shape", "admit"]
 
 _DTYPES = {"float32", "float64", "float16", "int32", "int64", "bool", "uint8", "int8", "int16"}
+
+
+def admit(machine: Machine, shape: Any) -> tuple:
+    """``shape`` as a tuple of sizes, if the simulated GPU can hold a tensor of it (checked
+    before anything is allocated: values are computed on the grading machine's CPU)."""
+    shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+    n = int(np.prod(shape, dtype=np.float64)) if shape else 1
+    if any(s < 0 for s in shape):
+        raise SimError(f"negative dimension in {shape}")
+    if n > machine.costs.max_elems:
+        raise SimError(f"CUDA out of memory: a tensor of {n} elements; the simulated GPU holds "
+                       f"at most {machine.costs.max_elems} per tensor (it computes every value "
+                       "on the grading machine's CPU): use the sizes the task gives")
+    return shape
 
 
 def scalar_like(x: Any) -> bool:
@@ -34,7 +48,9 @@ class SimTensor:
 
     def __init__(self, fw: Any, machine: Machine, value: np.ndarray, dev: int | None,
                  ready_ns: int = 0, pinned: bool = False) -> None:
-        self._fw, self._m, self._value = fw, machine, np.asarray(value)
+        value = np.asarray(value)
+        admit(machine, value.shape)
+        self._fw, self._m, self._value = fw, machine, value
         self._dev, self._ready_ns, self._pinned = dev, int(ready_ns), bool(pinned)
 
     # -- the facade builds its own kind of tensor ---------------------------------------
@@ -90,6 +106,10 @@ class SimTensor:
         time for host tensors. Inputs not yet written when it starts are read as garbage."""
         dev, tensors = self._operands(args, name)
         m, c = self._m, self._m.costs
+        if work > c.max_work:
+            raise SimError(f"{name} of this size costs {work:.3g} operations; the simulated GPU "
+                           "computes every value on the grading machine's CPU and stops at "
+                           f"{c.max_work:.3g}: use the sizes the task gives")
         if dev is None:
             if fixed is not None:
                 m.clock.advance(fixed[0])

@@ -17,7 +17,7 @@ import numpy as np
 
 from .engine import Event, Machine, SimError, Stream
 from .streams import NullContext, SimEvent, SimStream, StreamContext, wrap_stream
-from .tensor import SimTensor, scalar_like
+from .tensor import SimTensor, admit, scalar_like
 from .torch_tensor import TENSOR_MODELED, Dtype, TorchDevice, TorchTensor
 
 __all__ = ["SimTorch"]
@@ -200,7 +200,8 @@ class SimTorch:
 
     def _filled(self, shape: tuple, value: Any, dtype: Any, device: Any,
                 pin_memory: bool = False) -> TorchTensor:
-        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        shape = admit(self._m, shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list))
+                      else shape)
         arr = np.broadcast_to(np.asarray(value, self._np_dtype(dtype)), shape).copy()
         dev = None if device is None else self._device_index(device)
         m = self._m
@@ -226,7 +227,8 @@ class SimTorch:
 
     def empty(self, *size: Any, dtype: Any = None, device: Any = None,
               pin_memory: bool = False, **kwargs: Any) -> TorchTensor:
-        size = size[0] if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
+        size = admit(self._m, size[0] if len(size) == 1 and isinstance(size[0], (tuple, list))
+                     else size)
         arr = np.full(size, np.nan, self._np_dtype(dtype)) if self._np_dtype(dtype).kind == "f" \
             else np.zeros(size, self._np_dtype(dtype))
         dev = None if device is None else self._device_index(device)
