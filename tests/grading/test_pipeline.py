@@ -70,7 +70,7 @@ def _populate(course: Path):
         shutil.copytree(EXERCISES / "submitted" / s / A1, sub / s / A1)
     # dave: time_work allocates without bound, the experiment loops forever
     _with_answer(course, "dave", {
-        "time_work": "def time_work(*args, **kwargs):\n    hoard = []\n    while True:\n"
+        "time_work": "FRAMEWORK = 'torch'\n\n\ndef time_work(*args, **kwargs):\n    hoard = []\n    while True:\n"
                      "        hoard.append(bytearray(2**28))",
         "experiment": "def independent_ops_experiment(*args, **kwargs):\n    while True:\n        pass"})
     _with_answer(course, "erin", {"time_work": "import ctypes\nctypes.string_at(0)"})  # segfault
