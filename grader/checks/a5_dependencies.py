@@ -11,11 +11,10 @@ Students write ``run_dag(torch, inputs, devices)`` in PyTorch or Paddle: ``input
 NumPy arrays A, B, C, D, ``devices`` the names of the two devices to use. Graded, it runs on
 two simulated GPUs (:mod:`grader.lab.sim`), where using a tensor on the wrong device is
 recorded (and computed anyway, so that the rest can be graded) instead of raising as on a
-GPU. This public part has the inputs, the single-device result and a quick check.
+GPU. This public part has the inputs, the devices' names and a quick check.
 """
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Callable
 
 import numpy as np
@@ -25,7 +24,7 @@ from .result import CheckResult
 from .simulated import framework_problem, fresh, student_failed
 from .support import StudentError, call
 
-__all__ = ["make_inputs", "expected", "device_names", "public_run_dag", "SIZE"]
+__all__ = ["make_inputs", "device_names", "public_run_dag", "SIZE"]
 
 SIZE = 128
 
@@ -33,24 +32,6 @@ SIZE = 128
 def make_inputs(seed: int = 5, size: int = SIZE) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     return {k: rng.standard_normal((size, size), dtype=np.float32) for k in "ABCD"}
-
-
-def expected(inputs: dict[str, np.ndarray]) -> np.ndarray:
-    """``out`` computed on the host in float64: what every schedule must give."""
-    key = hashlib.sha256(b"".join(np.ascontiguousarray(inputs[k]).tobytes() + repr(
-        inputs[k].shape).encode() for k in "ABCD")).hexdigest()
-    if key not in _EXPECTED:
-        _EXPECTED[key] = _expected(inputs)
-    return _EXPECTED[key]
-
-
-_EXPECTED: dict = {}
-
-
-def _expected(inputs: dict[str, np.ndarray]) -> np.ndarray:
-    A, B, C, D = (inputs[k].astype(np.float64) for k in "ABCD")
-    U, V = A @ B, C @ D
-    return (U @ C) + (V @ A) + (U @ V)
 
 
 def device_names(framework: str) -> tuple[str, str]:
@@ -75,7 +56,5 @@ def public_run_dag(run_dag: Callable, framework: str = "torch") -> CheckResult:
                                                             if value is not None else
                                                             " that is not on the host"),
                            hint="return out as a NumPy array (copy it to the host first)")
-    want = expected(make_inputs())
-    err = float(np.sqrt(np.sum((value - want) ** 2) / np.sum(want ** 2)))
-    return CheckResult(name, 1, 1, f"returns a {SIZE} x {SIZE} host array, relative error "
-                       f"{err:.1e} (the grading checks look at the schedule too)")
+    return CheckResult(name, 1, 1, f"returns a {SIZE} x {SIZE} host array (the grading checks "
+                       "compare it with the single-device result and look at the schedule)")
