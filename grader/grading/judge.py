@@ -59,6 +59,7 @@ from nbformat.v4 import new_output
 
 from . import crashes, hidden
 from .crashes import GuardedExecute
+from ..lab.threads import framework_ready
 from .remote import Channel, ChannelClosed, RemoteTimeout, bootstrap_code, connect
 
 __all__ = ["JudgedExecute", "autograde_args", "run_cell_source", "CellNamespace"]
@@ -189,6 +190,7 @@ class JudgedExecute(GuardedExecute):
         if role == "locked":
             # the judge's namespace gets the instructor's imports too; a failure here shows
             # up in the test cells that need the names
+            framework_ready()
             run_cell_source(self._sources[cell_index], self._base, f"<locked cell {cell_index + 1}>")
         return out
 
@@ -216,6 +218,7 @@ class JudgedExecute(GuardedExecute):
         def judge() -> None:
             result: tuple = ([], None, None)
             try:
+                framework_ready()      # Paddle's eager mode is per thread (grader.lab.threads)
                 channel = connect(self._folder, name, deadline,
                                   alive=lambda: not dead.is_set() and not reply.done())
                 state["channel"] = channel
