@@ -154,8 +154,8 @@ def _a5_a8_cases():
     for name in sorted(n for n in vars(a5_solutions) if callable(getattr(a5_solutions, n))
                        and not n.startswith("_") and getattr(a5_solutions, n).__module__ == a5_solutions.__name__):
         yield "a5_dependencies", "check_all", a5_solutions, name
-    for name in sorted(n for n in vars(a8_solutions) if n.startswith(("predict_", "choose_"))):
-        yield "a8_placements", "check_predictions" if name.startswith("predict") else "check_choices", a8_solutions, name
+    for name in sorted(n for n in vars(a8_solutions) if n.startswith(("links_", "order_"))):
+        yield "a8_placements", "check_links" if name.startswith("links") else "check_orders", a8_solutions, name
 
 
 @pytest.mark.parametrize("assignment, check, module, name", list(_a5_a8_cases()),
