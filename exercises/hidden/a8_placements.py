@@ -17,11 +17,11 @@ __all__ = ["collectives", "groups", "link_bytes", "cross_node_bytes", "best_orde
            "SCENARIOS", "MISTAKES", "check_links", "check_orders", "check_all"]
 
 ITEMSIZE = 4
-_NEEDS = {"R": "R", "col": "R", "row": "S"}          # input layout each placement needs
-_GIVES = {"R": "R", "col": "S", "row": "P"}          # output layout it gives
+_NEEDED_IN = {"R": "R", "col": "R", "row": "S"}          # input layout each placement needs
+_GIVEN_OUT = {"R": "R", "col": "S", "row": "P"}          # output layout it gives
 _GRAD_GIVES = {"R": "R", "col": "P", "row": "S"}     # layout of the input gradient it gives
 _GRAD_NEEDS = {"R": "R", "col": "S", "row": "R"}     # layout of the output gradient it needs
-_CONVERT = {("S", "R"): "all_gather", ("P", "R"): "all_reduce", ("P", "S"): "reduce_scatter"}
+_COLLECTIVE = {("S", "R"): "all_gather", ("P", "R"): "all_reduce", ("P", "S"): "reduce_scatter"}
 
 # the mistakes a wrong answer is compared with, and what its feedback then says
 MISTAKES = {
@@ -48,14 +48,14 @@ def collectives(dims, placements, batch, tp=2, dp=1, mistakes=frozenset()):
     out = []
     if tp > 1:
         for k, pl in enumerate(placements):                       # forward
-            need = _NEEDS[placements[k + 1]] if k + 1 < len(placements) else "R"
-            op = _CONVERT.get((_GIVES[pl], need))
+            need = _NEEDED_IN[placements[k + 1]] if k + 1 < len(placements) else "R"
+            op = _COLLECTIVE.get((_GIVEN_OUT[pl], need))
             if op:
                 out.append((op, "tp", rows * dims[k + 1] * itemsize))
         if "forward_only" not in mistakes:
             for k in reversed(range(len(placements))):            # backward
                 have = "R" if k == len(placements) - 1 else _GRAD_GIVES[placements[k + 1]]
-                op = _CONVERT.get((have, _GRAD_NEEDS[placements[k]]))
+                op = _COLLECTIVE.get((have, _GRAD_NEEDS[placements[k]]))
                 if op:
                     out.append((op, "tp", rows * dims[k + 1] * itemsize))
     if dp > 1:
