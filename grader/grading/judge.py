@@ -29,6 +29,10 @@ added to the cell's streams in time order, as in a kernel (stream outputs can on
 nbgrader gives 0 for a cell with ``stderr`` output, and reads points from ``execute_result``
 only, which only the judge writes).
 
+Threads: the test cell runs in a thread of its own, and the kernel's calls are answered in
+more; each first turns on Paddle's dynamic-graph mode, which Paddle keeps per thread
+(:func:`grader.lab.threads.framework_ready`).
+
 Limits: the cell's time limit (``Execute.timeout``) bounds every wait for the kernel; past it
 the kernel is interrupted and the cell gets nbgrader's ``CellTimeoutError`` output. A kernel
 that dies during a test cell (``os._exit`` in the student's function) raises nbclient's
