@@ -13,7 +13,7 @@ from grader.checks.a6_data_parallel import (ATOL, DEVICES, ROWS, RTOL, STEPS, tr
 from grader.checks.result import CheckResult
 from grader.checks.support import StudentError, call
 
-__all__ = ["check_scatter", "check_replicate", "check_parallel_apply", "check_gather",
+__all__ = ["chunk_sizes", "SCATTER_CASES", "check_scatter", "check_replicate", "check_parallel_apply", "check_gather",
            "check_reduce_gradients", "check_training", "check_all"]
 
 PROBE_WAIT_S = 5.0          # how long a probe call waits for its siblings to start
@@ -25,12 +25,40 @@ def _raised(name: str, points: float, err: StudentError) -> CheckResult:
 
 
 def _rows(t: Any) -> np.ndarray:
-    return m.to_numpy(t).reshape(len(m.to_numpy(t)), -1)
+    a = m.to_numpy(t)
+    return a.reshape(len(a), -1) if len(a) else np.zeros((0, 2), np.float32)
+
+
+def chunk_sizes(rows: int, n: int) -> list[int]:
+    """The chunk sizes of ``torch.chunk(batch, n)`` (what ``nn.DataParallel``'s scatter does):
+    ``ceil(rows / n)`` rows each, the last chunk what is left, no empty chunk."""
+    size = -(-rows // n)
+    return [min(size, rows - start) for start in range(0, rows, size)]
+
+
+# (rows, devices): uneven (10 on 3: 4, 4, 2), a remainder of one, fewer chunks than devices
+# (6 on 4: 2, 2, 2), fewer rows than devices
+SCATTER_CASES = ((10, 3), (8, 3), (7, 4), (6, 4), (2, 3))
+
+
+def _sizes_hint(sizes: list[int], rows: int, n: int) -> str:
+    spread = [len(a) for a in np.array_split(np.arange(rows), n)]
+    if sizes in (spread, [s for s in spread if s]):
+        return ("these are NumPy array_split's sizes (torch.tensor_split's): DataParallel "
+                "splits like torch.chunk, ceil(rows / n) rows per chunk and the last one "
+                "smaller")
+    if 0 in sizes:
+        return ("torch.chunk returns no empty chunk: with few rows there are fewer chunks "
+                "than devices")
+    return "every chunk has ceil(rows / n) rows except the last, which gets what is left"
 
 
 def check_scatter(scatter: Callable, framework: str = "torch", points: float = 2) -> CheckResult:
-    name = "a6: scatter splits a batch into even chunks, keeping every sample once"
-    for rows, n in ((10, 3), (8, 2), (7, 4), (2, 3)):
+    """Half the points for keeping every sample once and in order, half for torch.chunk's
+    chunk sizes."""
+    name = "a6: scatter splits a batch as nn.DataParallel does (torch.chunk)"
+    other_sizes = None
+    for rows, n in SCATTER_CASES:
         batch = m.from_numpy(np.arange(rows * 2, dtype=np.float32).reshape(rows, 2), framework)
         try:
             chunks = list(call(scatter, batch, n))
@@ -46,15 +74,18 @@ def check_scatter(scatter: Callable, framework: str = "torch", points: float = 2
             return CheckResult(name, 0, points, f"{case}: {what}",
                                expected=f"chunks that concatenate back to the {rows} rows, in order",
                                seen=f"chunk sizes {sizes}",
-                               hint="with rows = q*n + r, give r chunks q+1 rows and the rest q "
+                               hint="chunks of ceil(rows / n) rows, the last one what is left "
                                     "(rows // n alone drops the remainder)")
-        nonempty = [s for s in sizes if s]
-        if max(nonempty) - min(nonempty) > 1 or len(nonempty) != min(n, rows):
-            return CheckResult(name, points / 2, points, f"{case}: uneven chunks",
-                               expected=f"{min(n, rows)} chunks whose sizes differ by at most 1",
-                               seen=f"chunk sizes {sizes}",
-                               hint="an uneven split leaves one device the straggler every step")
-    return CheckResult(name, points, points, "every batch split evenly, no sample lost or repeated")
+        if sizes != chunk_sizes(rows, n) and other_sizes is None:
+            other_sizes = (case, sizes, rows, n)
+    if other_sizes is not None:
+        case, sizes, rows, n = other_sizes
+        return CheckResult(name, points / 2, points,
+                           f"{case}: every sample kept once, but not torch.chunk's chunk sizes",
+                           expected=f"chunk sizes {chunk_sizes(rows, n)}",
+                           seen=f"chunk sizes {sizes}", hint=_sizes_hint(sizes, rows, n))
+    return CheckResult(name, points, points, "every batch split as torch.chunk splits it "
+                       "(10 rows on 3 devices: 4, 4, 2), no sample lost or repeated")
 
 
 def _bump(t: Any) -> None:
@@ -148,14 +179,14 @@ def check_parallel_apply(parallel_apply: Callable, points: float = 3) -> CheckRe
 
 def check_gather(gather: Callable, framework: str = "torch", points: float = 1) -> CheckResult:
     name = "a6: gather concatenates the outputs in order"
-    parts = [np.full((k, 1), i, dtype=np.float32) for i, k in enumerate((4, 3, 3))]
+    parts = [np.full((k, 1), i, dtype=np.float32) for i, k in enumerate(chunk_sizes(ROWS, DEVICES))]
     try:
         got = m.to_numpy(call(gather, [m.from_numpy(p, framework) for p in parts]))
     except StudentError as e:
         return _raised(name, points, e)
     want = np.concatenate(parts)
     if got.shape == want.shape and np.array_equal(got, want):
-        return CheckResult(name, points, points, "outputs of 4, 3 and 3 rows gathered into 10, in order")
+        return CheckResult(name, points, points, "outputs of 4, 4 and 2 rows gathered into 10, in order")
     return CheckResult(name, 0, points, "gathered outputs differ", expected=f"shape {want.shape}, "
                        f"replica 0's rows first", seen=f"shape {got.shape}: {got.ravel().tolist()}",
                        hint="concatenate along dim 0 (torch.cat / paddle.concat), in replica order")
@@ -183,7 +214,7 @@ def check_reduce_gradients(reduce_gradients: Callable, framework: str = "torch",
     params = m.init_params(framework)
     x, y = m.make_batch(framework, ROWS)
     _, _, full_t = m.local_step(params, x, y)
-    counts = [4, 3, 3]
+    counts = chunk_sizes(ROWS, DEVICES)          # 4, 4, 2
     xs, ys, start = [], [], 0
     for c in counts:
         xs.append(x[start:start + c])

@@ -3,8 +3,9 @@
 The student writes the five pieces ``torch.nn.DataParallel`` is made of (PyTorch or Paddle
 tensors; the model and its ``local_step`` come from :mod:`grader.checks.a6_model`):
 
-- ``scatter(batch, n) -> list``: split along dim 0 into ``n`` chunks whose sizes differ by
-  at most one; every sample kept once, in order;
+- ``scatter(batch, n) -> list``: split along dim 0 as ``torch.chunk`` does, which is what
+  ``nn.DataParallel``'s scatter does: chunks of ``ceil(rows / n)`` rows, the last one what
+  is left, no empty chunk (10 rows on 3 devices: 4, 4, 2); every sample kept once, in order;
 - ``replicate(params, n) -> list[dict]``: ``n`` independent copies of the parameter dict;
 - ``parallel_apply(fn, replicas, inputs) -> list``: ``fn(replicas[i], *inputs[i])`` for every
   ``i``, all at once (threads, as PyTorch's own ``parallel_apply`` does), results in order;
@@ -34,7 +35,7 @@ __all__ = ["train_single", "train_dp", "public_scatter", "public_replicate",
            "ATOL", "RTOL"]
 
 RTOL, ATOL = 1e-4, 1e-5     # float32; the data-parallel sums run in a different order
-STEPS, LR, DEVICES, ROWS = 5, 0.1, 3, 10   # 10 rows on 3 devices: chunks of 4, 3 and 3
+STEPS, LR, DEVICES, ROWS = 5, 0.1, 3, 10   # 10 rows on 3 devices: chunks of 4, 4 and 2
 
 
 def train_single(framework: str, steps: int = STEPS) -> dict[str, np.ndarray]:

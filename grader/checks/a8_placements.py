@@ -1,79 +1,71 @@
-"""Assignment 8: choose placements for the layers of an MLP and predict their communication.
+"""Assignment 8: placements and their communication, rank by rank and link by link.
 
-The reference is the auto-parallel chapter's planner (:mod:`grader.lab.planner`): its
-layout rules (``"R"`` replicated, ``"col"`` split by output features, ``"row"`` split by
-input features; activations ``R``/``S``/``P``) and its cost model. The student writes
+An MLP of bias-free ``Linear`` layers is trained on ``tp * dp`` ranks: ``dp`` replicas,
+each a group of ``tp`` ranks that shares every layer by its placement (``"R"`` replicated,
+``"col"`` split by output features, ``"row"`` split by input features). The notebook states
+the layout rules. The student writes
 
-- ``predict_communication(dims, placements, batch, tp=2, dp=1)``: every collective of one
-  training step as ``(op, phase, size_bytes)``, with ``op`` in ``all_reduce``,
-  ``all_gather``, ``reduce_scatter``; ``phase`` in ``fwd``, ``bwd``, ``dp`` (the
-  data-parallel gradient all-reduce); ``size_bytes`` the full (unsharded) float32 tensor.
-  Graded on six configurations, half a point for the right collectives in the right
-  phases, half for their sizes; the order of the list is not graded;
-- ``choose_strategy(dims, batch, cluster) -> (dp, tp, placements)`` for 2 devices: graded on
-  three scenarios against the planner's fastest prediction (ties accepted).
+- ``link_bytes(dims, placements, batch, tp=2, dp=1, order="tp") -> {(src, dst): bytes}``:
+  what each rank sends to each other rank in one training step, with ring collectives
+  inside the tp groups and the dp groups, ranks numbered by ``order``;
+- ``choose_order(dims, placements, batch, tp, dp, per_node) -> "tp" | "dp"``: the order
+  that puts fewer bytes on the links between nodes of ``per_node`` devices.
+
+The chapter's planner prices the collectives of a placement; it does not say which rank
+sends what to which rank, nor where the ranks sit, which is what this assignment asks.
 
 This module holds what a student's notebook may import (the public checks and what
-they share with the hidden ones); the graded checks are the course's, in
+they share with the hidden ones); the graded checks and the reference are the course's, in
 ``exercises/hidden/a8_placements.py`` (see :mod:`grader.grading.hidden`).
 """
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..lab import planner
 from .result import CheckResult
 from .support import StudentError, call
 
-__all__ = ["SCENARIOS", "public_predict", "public_choose"]
+__all__ = ["ORDERS", "normalise_links", "public_link_bytes", "public_choose_order"]
 
-MLP = [1024, 4096, 1024]
-SCENARIOS = [  # (label, dims, batch, cluster): a clear winner in each (>= 1.2x the runner-up)
-    ("8 tokens over NVLink", MLP, 8, planner.with_devices(planner.PRESETS["8 GPUs NVLink"], 2)),
-    ("1024 tokens over NVLink", MLP, 1024, planner.with_devices(planner.PRESETS["8 GPUs NVLink"], 2)),
-    ("65536 tokens over PCIe", MLP, 65536, planner.with_devices(planner.PRESETS["8 GPUs PCIe"], 2)),
-]
+ORDERS = ("tp", "dp")
 
 
-def _normalise(entries: Any) -> list[tuple[str, str, int]]:
-    out = []
-    for e in entries:
-        op, phase, size = e
-        out.append((str(op), str(phase), int(size)))
+def normalise_links(links: Any) -> dict[tuple[int, int], float]:
+    """``{(src, dst): bytes}`` with int ranks and float bytes, links of 0 bytes left out;
+    ``TypeError``/``ValueError`` for anything else."""
+    out: dict[tuple[int, int], float] = {}
+    for key, value in dict(links).items():
+        src, dst = key
+        src, dst, sent = int(src), int(dst), float(value)
+        if src == dst:
+            raise ValueError(f"rank {src} sends to itself")
+        if sent:
+            out[src, dst] = out.get((src, dst), 0.0) + sent
     return out
 
 
-def _as_strategy(choice: Any) -> planner.Strategy:
-    if isinstance(choice, planner.Strategy):
-        return choice
-    dp, tp, placements = choice
-    return planner.Strategy(int(dp), int(tp), tuple(placements))
-
-
-def public_predict(predict_communication: Callable) -> CheckResult:
-    name = "a8 (public): predict_communication returns (op, phase, size_bytes) tuples"
+def public_link_bytes(link_bytes: Callable) -> CheckResult:
+    name = "a8 (public): link_bytes returns {(src, dst): bytes}"
     try:
-        seen = _normalise(call(predict_communication, [8, 16, 4], ("col", "row"), 4, tp=2, dp=1))
+        seen = normalise_links(call(link_bytes, [8, 16, 4], ("col", "row"), 4, tp=2, dp=1,
+                                    order="tp"))
     except (StudentError, TypeError, ValueError) as e:
-        return CheckResult(name, 0, 1, str(e), expected="a list of (op, phase, size_bytes)",
-                           hint="return e.g. [('all_reduce', 'fwd', 64)]")
-    bad = [e for e in seen if e[0] not in ("all_reduce", "all_gather", "reduce_scatter")
-           or e[1] not in ("fwd", "bwd", "dp")]
+        return CheckResult(name, 0, 1, str(e), expected="a dict {(src, dst): bytes}",
+                           hint="return e.g. {(0, 1): 64, (1, 0): 64}")
+    bad = [k for k in seen if not (0 <= k[0] < 2 and 0 <= k[1] < 2)]
     if bad:
-        return CheckResult(name, 0, 1, "unknown collective or phase", seen=str(bad),
-                           expected="op in all_reduce/all_gather/reduce_scatter, phase in fwd/bwd/dp",
-                           hint="spell them as in the table above")
-    return CheckResult(name, 1, 1, f"returns {seen}")
+        return CheckResult(name, 0, 1, "ranks out of range", seen=str(bad),
+                           expected="ranks 0 .. tp * dp - 1", hint="tp=2, dp=1: ranks 0 and 1")
+    return CheckResult(name, 1, 1, f"returns {seen} for the example above")
 
 
-def public_choose(choose_strategy: Callable) -> CheckResult:
-    name = "a8 (public): choose_strategy returns (dp, tp, placements)"
-    label, dims, batch, cluster = SCENARIOS[1]
+def public_choose_order(choose_order: Callable) -> CheckResult:
+    name = "a8 (public): choose_order returns 'tp' or 'dp'"
     try:
-        strat = _as_strategy(call(choose_strategy, list(dims), batch, cluster))
-    except (StudentError, TypeError, ValueError) as e:
-        return CheckResult(name, 0, 1, str(e), expected="(dp, tp, placements)",
-                           hint="return e.g. (1, 2, ('col', 'row'))")
-    return CheckResult(name, 1, 1, f"returns {strat} for {label}")
-
-
+        seen = call(choose_order, [8, 16, 4], ("col", "row"), 4, tp=2, dp=2, per_node=2)
+    except StudentError as e:
+        return CheckResult(name, 0, 1, str(e), expected="'tp' or 'dp'", hint="read the error above")
+    if seen not in ORDERS:
+        return CheckResult(name, 0, 1, "not an order", expected="'tp' or 'dp'", seen=repr(seen),
+                           hint="return the string 'tp' or 'dp'")
+    return CheckResult(name, 1, 1, f"returns {seen!r} for the example above")

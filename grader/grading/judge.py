@@ -29,6 +29,10 @@ added to the cell's streams in time order, as in a kernel (stream outputs can on
 nbgrader gives 0 for a cell with ``stderr`` output, and reads points from ``execute_result``
 only, which only the judge writes).
 
+Threads: the test cell runs in a thread of its own, and the kernel's calls are answered in
+more; each first turns on Paddle's dynamic-graph mode, which Paddle keeps per thread
+(:func:`grader.lab.threads.framework_ready`).
+
 Limits: the cell's time limit (``Execute.timeout``) bounds every wait for the kernel; past it
 the kernel is interrupted and the cell gets nbgrader's ``CellTimeoutError`` output. A kernel
 that dies during a test cell (``os._exit`` in the student's function) raises nbclient's
@@ -59,6 +63,7 @@ from nbformat.v4 import new_output
 
 from . import crashes, hidden
 from .crashes import GuardedExecute
+from ..lab.threads import framework_ready
 from .remote import Channel, ChannelClosed, RemoteTimeout, bootstrap_code, connect
 
 __all__ = ["JudgedExecute", "autograde_args", "run_cell_source", "CellNamespace"]
@@ -189,6 +194,7 @@ class JudgedExecute(GuardedExecute):
         if role == "locked":
             # the judge's namespace gets the instructor's imports too; a failure here shows
             # up in the test cells that need the names
+            framework_ready()
             run_cell_source(self._sources[cell_index], self._base, f"<locked cell {cell_index + 1}>")
         return out
 
@@ -216,6 +222,7 @@ class JudgedExecute(GuardedExecute):
         def judge() -> None:
             result: tuple = ([], None, None)
             try:
+                framework_ready()      # Paddle's eager mode is per thread (grader.lab.threads)
                 channel = connect(self._folder, name, deadline,
                                   alive=lambda: not dead.is_set() and not reply.done())
                 state["channel"] = channel

@@ -38,15 +38,15 @@ def score(student: str, assignment: str) -> float:
         fn.__module__ = "__main__"
         results = a7.check_all(fn)
     else:
-        results = a8.check_all(ns["predict_communication"], ns["choose_strategy"])
+        results = a8.check_all(ns["link_bytes"], ns["choose_order"])
     return sum(r.points for r in results)
 
 
 EXPECTED = {
     ("alice", "a5_dependencies"): 10, ("alice", "a6_data_parallel"): 14,
-    ("alice", "a7_ring_allreduce"): 6, ("alice", "a8_placements"): 9,
+    ("alice", "a7_ring_allreduce"): 6, ("alice", "a8_placements"): 10,
     ("bob", "a5_dependencies"): 7, ("bob", "a6_data_parallel"): 8,
-    ("bob", "a7_ring_allreduce"): 2, ("bob", "a8_placements"): 6,
+    ("bob", "a7_ring_allreduce"): 2, ("bob", "a8_placements"): 7.5,
     ("carol", "a8_placements"): 6,   # its tampered test cells are put back by nbgrader
 }
 
@@ -68,5 +68,5 @@ def test_carols_broken_samples_are_there_to_be_broken():
     assert "nobody is receiving" in answers("carol", "a7_ring_allreduce")["ring_all_reduce"]
     nb = nbformat.read(carol / "a8_placements" / "a8_placements.ipynb", as_version=4)
     ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
-    assert "test_choose" not in ids                                       # a deleted test cell
-    assert "edited by the student" in nb.cells[ids.index("test_predict")].source
+    assert "test_order" not in ids                                        # a deleted test cell
+    assert "edited by the student" in nb.cells[ids.index("test_links")].source

@@ -159,8 +159,8 @@ def _through_channel(namespace: dict, fn):
 def _a8_cases():
     from tests.checks import a8_solutions
 
-    for name in sorted(n for n in vars(a8_solutions) if n.startswith(("predict_", "choose_"))):
-        yield "a8_placements", "check_predictions" if name.startswith("predict") else "check_choices", a8_solutions, name
+    for name in sorted(n for n in vars(a8_solutions) if n.startswith(("links_", "order_"))):
+        yield "a8_placements", "check_links" if name.startswith("links") else "check_orders", a8_solutions, name
 
 
 @pytest.mark.parametrize("assignment, check, module, name", list(_a8_cases()),
