@@ -43,6 +43,8 @@ def graded(listener):
     course = Path(tempfile.mkdtemp(prefix="course-xss-"))
     try:
         shutil.copy(EXERCISES / "nbgrader_config.py", course)
+        if (EXERCISES / "hidden").is_dir():       # the hidden checks the test cells call
+            shutil.copytree(EXERCISES / "hidden", course / "hidden")
         shutil.copytree(EXERCISES / "source" / A1, course / "source" / A1)
         for student, extra in (("alice", []), ("mallory", payloads.cells(listener.url))):
             nb = nbformat.read(EXERCISES / "submitted" / "alice" / A1 / f"{A1}.ipynb", as_version=4)
@@ -83,6 +85,7 @@ def test_feedback_runs_no_student_script_and_shows_the_honest_work(graded, brows
     course, run = graded
     alice, mallory = run.find("alice", A1), run.find("mallory", A1)
     assert mallory.status == "graded", mallory.reason
+    assert alice.status == "graded" and alice.score == alice.max_score > 0, alice
     assert (mallory.score, mallory.max_score) == (alice.score, alice.max_score)
     page = course / "feedback" / "mallory" / A1 / f"{A1}.html"
     stock = _stock_feedback(course)
@@ -101,7 +104,8 @@ def test_feedback_runs_no_student_script_and_shows_the_honest_work(graded, brows
     text = page.read_text(encoding="utf-8")
     left = sorted(n for n in every if f"pwned:{n}" in text.split("</head>", 1)[1]
                   and not _only_in_code(text, n))
-    print(f"\nfeedback: payloads run {sorted(seen['ran'])}; left in the page as markup (the "
+    print(f"\nmallory {mallory.score:g}/{mallory.max_score:g}, alice {alice.score:g}/{alice.max_score:g}"
+          f"\nfeedback: payloads run {sorted(seen['ran'])}; left in the page as markup (the "
           f"policy's to refuse) {left}; policy refusals in the console: {len(seen['refused'])}"
           f"\nstock nbgrader feedback (control): ran {sorted(control['ran'])}"
           f"\nthe same page with only the policy: ran {sorted(fenced['ran'])}, "
