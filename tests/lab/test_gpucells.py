@@ -208,3 +208,37 @@ def test_shell_commands_find_the_running_environments_own_programs(tmp_path):
     res = gpucells.run_cells(p, "torch")
     found = Path(res["torch:run"]["stdout"].strip())
     assert found.parent == Path(sys.executable).parent
+
+
+def test_a_shared_cell_needing_the_absent_other_framework_is_skipped_not_an_error(
+        tmp_path, monkeypatch):
+    # the GPU machine has no Paddle: the torch variant still runs a page whose shared
+    # cell compares both frameworks, says it skipped that cell, and goes on
+    import io
+    import sys
+
+    monkeypatch.setitem(sys.modules, "paddle", None)  # `import paddle` fails here
+    p = tmp_path / "s.md"
+    p.write_text(textwrap.dedent('''\
+        ```{code-cell} ipython3
+        x = 1
+        import paddle
+        ```
+
+        ```{code-cell} ipython3
+        :tags: [torch]
+        import paddle_is_not_a_framework
+        ```
+
+        ```{code-cell} ipython3
+        :tags: [torch, skip-execution]
+        :gpu-cell: run
+        print(x + 1)
+        ```
+        '''))
+    log = io.StringIO()
+    res = gpucells.run_cells(p, "torch", log=log)
+    lines = log.getvalue()
+    assert "cell 0: skipped (needs paddle, not installed here)" in lines
+    assert "cell 1: error" in lines  # a torch cell's missing module is still an error
+    assert res["torch:run"]["error"] == "" and res["torch:run"]["stdout"] == "2\n"
