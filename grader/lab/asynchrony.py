@@ -66,6 +66,11 @@ def clock_verdict(cold_s: float, unsynced_s: float, synced_s: Sequence[float]) -
                      f"{cold_s / med:.1f} times a warm one and more than the slowest "
                      "warm one: one-off set-up costs that a warm-up keeps out of the "
                      "measurement.")
+    elif cold_s > hi:
+        parts.append(f"The cold first call ({cold_s * 1e3:.1f} ms) was slower than every "
+                     f"warm one ({lo * 1e3:.1f}-{hi * 1e3:.1f} ms), but only "
+                     f"{cold_s / med:.2f} times their median: whether that is a set-up "
+                     "cost or other programs' noise, one run cannot tell.")
     elif cold_s >= lo:
         parts.append(f"The cold first call ({cold_s * 1e3:.1f} ms) was within the spread "
                      f"of the warm ones ({lo * 1e3:.1f}-{hi * 1e3:.1f} ms) here: its "

@@ -82,6 +82,13 @@ def test_a_cold_call_no_slower_than_a_slow_warm_one_is_not_called_set_up_cost():
         clock_verdict(0.1, 0.001, [])
 
 
+def test_a_cold_call_just_above_every_warm_one_is_not_called_within_their_spread():
+    # the build's figures: 195.2 ms cold beside warm ones of 81.7-192.2 ms (median 163.7)
+    text = clock_verdict(0.1952, 0.0117, [0.0817, 0.1500, 0.1637, 0.1800, 0.1922])
+    assert "within the spread" not in text and "set-up costs that" not in text
+    assert "slower than every warm one (81.7-192.2 ms), but only 1.19 times" in text
+
+
 # --- the trace of the page's own run ----------------------------------------------------------
 
 def _events(*spans, cat="cpu_op", tid=1):
