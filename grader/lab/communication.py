@@ -124,22 +124,25 @@ def overlap_verdict(ranks: list[dict], timelines: CommTimelines) -> str:
                 "so this backend ran it inside the call: there was nothing to overlap, and "
                 "whatever separates the two times is not overlap")
     saved_ms = (seq - ovl) * 1e3
-    if ovl < 0.95 * seq and both_ms > 0.5:
-        # running side by side for both_ms can save at most both_ms (some slack for
-        # the per-rank average against the slowest rank's times)
-        if saved_ms <= 1.25 * both_ms + 1.0:
-            return head + ": overlapping saved time"
-        return (head + f": overlapping can account for at most {both_ms:.1f} ms of the "
-                f"{saved_ms:.1f} ms the second run saved; the rest came from different "
-                "load from other programs (the load line)")
+    cores = ("on CPUs the all-reduce competes for the cores with the products, and with "
+             "every other program on the machine (the load line)")
+    if both_ms > 0.5:
+        if ovl < 0.95 * seq:
+            # running side by side for both_ms can save at most both_ms (some slack for
+            # the per-rank average against the slowest rank's times)
+            if saved_ms <= 1.25 * both_ms + 1.0:
+                return head + f": overlapping saved time ({saved_ms:.1f} ms)"
+            return (head + f": overlapping can account for at most {both_ms:.1f} ms of "
+                    f"the {saved_ms:.1f} ms the second run saved; the rest came from "
+                    "different load from other programs (the load line)")
+        if ovl < seq:
+            return (head + f": they overlapped, but the run was only {saved_ms:.1f} ms "
+                    f"({1 - ovl / seq:.0%}) faster: " + cores)
+        return head + ": they overlapped, but the run was no faster: " + cores
     if ovl < 0.95 * seq:
         return (head + ": the second run was faster, but not because anything "
                 "overlapped: the two runs saw different load from other programs (the "
                 "load line)")
-    if both_ms > 0.5:
-        return (head + ": they overlapped, but the run was no faster: on CPUs the "
-                "all-reduce competes for the cores with the products, and with every other "
-                "program on the machine (the load line)")
     return head + ": on this run the two did not overlap"
 
 

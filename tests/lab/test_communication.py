@@ -152,3 +152,13 @@ def test_a_saving_larger_than_the_overlap_is_not_all_credited_to_overlap():
     verdict = comm.overlap_verdict(ranks, comm.comm_timelines(ranks, "x"))
     assert "at most 50.0 ms of the 100.0 ms" in verdict
     assert "overlapping saved time" not in verdict
+
+
+@pytest.mark.parametrize("overlapped_s, said", [
+    (0.392, "only 8.0 ms (2%) faster"),          # faster, but by less than 5 %
+    (0.41, "the run was no faster")])            # slower
+def test_a_small_saving_is_named_and_a_slower_run_is_not_called_faster(overlapped_s,
+                                                                       said):
+    ranks = [_rank(r, 50, overlapped_s=overlapped_s) for r in (0, 1)]
+    verdict = comm.overlap_verdict(ranks, comm.comm_timelines(ranks, "x"))
+    assert said in verdict and "saved time" not in verdict
