@@ -345,6 +345,11 @@ def run_cells(page: str | Path, framework: str, *, only_gpu: bool = False,
             buf = io.StringIO()
             t0 = time.perf_counter()
             error = ""
+            if cell.gpu_name and cell.gpus > 1:
+                have = gpu_count(framework)
+                if have and have < cell.gpus:  # not run: its record says why
+                    error = f"needs {cell.gpus} GPUs; this machine has {have}"
+                    src = "pass"
             missing = ""  # a shared cell that needs the other framework, absent here
             failed.clear()
             with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):

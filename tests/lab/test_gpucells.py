@@ -242,3 +242,29 @@ def test_a_shared_cell_needing_the_absent_other_framework_is_skipped_not_an_erro
     assert "cell 0: skipped (needs paddle, not installed here)" in lines
     assert "cell 1: error" in lines  # a torch cell's missing module is still an error
     assert res["torch:run"]["error"] == "" and res["torch:run"]["stdout"] == "2\n"
+
+
+def test_a_cell_needing_more_gpus_than_the_machine_has_is_not_run_and_says_why(
+        tmp_path, monkeypatch):
+    # the GPU machine of `make gpu-check` may have one GPU; a two-GPU cell is not run
+    # there (its own check would only raise) and its record names the shortfall
+    monkeypatch.setattr(gpucells, "gpu_count", lambda framework: 1)
+    p = tmp_path / "g.md"
+    p.write_text(textwrap.dedent('''\
+        ```{code-cell} ipython3
+        :tags: [torch, skip-execution]
+        :gpu-cell: two
+        :gpus: 2
+        print("ran")
+        ```
+
+        ```{code-cell} ipython3
+        :tags: [torch, skip-execution]
+        :gpu-cell: one
+        print("ran")
+        ```
+        '''))
+    res = gpucells.run_cells(p, "torch")
+    assert res["torch:two"]["error"] == "needs 2 GPUs; this machine has 1"
+    assert res["torch:two"]["stdout"] == ""
+    assert res["torch:one"]["error"] == "" and res["torch:one"]["stdout"] == "ran\n"
