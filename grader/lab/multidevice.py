@@ -53,8 +53,11 @@ def split_verdict(one: float, two: float, what: str = "two streams",
                 "avoided")
     elif ratio >= 1.2:
         tail = f"{what} were faster: one at a time left part of the hardware idle"
+    elif ratio >= 1.0:
+        tail = (f"{what} gained little: one at a time already kept most of the "
+                "hardware busy")
     elif ratio > 1 / 1.2:
-        tail = f"{what} gained nothing: one at a time already kept the hardware busy"
+        tail = f"{what} were no faster: one at a time already kept the hardware busy"
     else:
         tail = f"{what} were slower: they got in each other's way"
     return f"{ratio:.2f}x as fast with {what}; {tail}"

@@ -31,7 +31,9 @@ def test_times_must_be_positive():
 
 
 @pytest.mark.parametrize("one, two, words", [(2.0, 1.0, "left part of the hardware idle"),
-                                             (1.0, 1.05, "gained nothing"),
+                                             (1.0, 1.05, "were no faster"),
+                                             # the build's 1.12x is not "nothing"
+                                             (99.0, 88.2, "gained little"),
                                              (1.0, 2.0, "were slower"),
                                              (14.6, 1.0, "than sharing the work can")])
 def test_the_split_verdict_follows_the_ratio(one, two, words):
