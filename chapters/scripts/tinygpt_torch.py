@@ -19,7 +19,10 @@ class Block(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.norm1, self.norm2 = nn.LayerNorm(WIDTH), nn.LayerNorm(WIDTH)
-        self.qkv = nn.Linear(WIDTH, 3 * WIDTH)     # queries, keys, values in one product
+        # queries, keys and values in one product. No bias: a bias of the keys adds the same
+        # to every score of a row, which softmax ignores; its gradient would be rounding
+        # noise, which Adam scales up to full-size steps.
+        self.qkv = nn.Linear(WIDTH, 3 * WIDTH, bias=False)
         self.proj = nn.Linear(WIDTH, WIDTH)
         self.mlp = nn.Sequential(nn.Linear(WIDTH, 4 * WIDTH), nn.GELU(),
                                  nn.Linear(4 * WIDTH, WIDTH))

@@ -207,6 +207,7 @@ def main() -> None:
     strategies = [s for s in args.strategies.split(",")
                   if s != "2-D" or (world >= 4 and world % 2 == 0)]
     ref_state, ref_losses = reference(device)
+    start = TinyGPT().to(device).state_dict()
     runs = []
     for strategy in strategies:
         if device.type == "cuda":
@@ -217,6 +218,8 @@ def main() -> None:
         state = run.pop("state")
         run["weight_diff"] = max((state[k] - w).abs().max().item()
                                  for k, w in ref_state.items())
+        run["moved"] = max((state[k] - w).abs().max().item()
+                           for k, w in start.items())
         run["loss_diff"] = max(abs(a - b) for a, b in zip(run["losses"], ref_losses))
         everyone = [None] * world
         dist.all_gather_object(everyone, run["memory"])    # every rank's memory
