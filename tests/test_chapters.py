@@ -24,11 +24,19 @@ EXPERIMENT_PAGES = ["toolkit", "async", "multidevice", "communication", "data_pa
 # The calls each page is about, per framework: a reader of that tab must see them in a
 # cell (or a script the page shows in full). Pages are added as they are rewritten in
 # the frameworks' own APIs.
-API: dict[str, dict[str, list[str]]] = {}
+API: dict[str, dict[str, list[str]]] = {
+    "auto_parallel": {
+        "torch": ["init_device_mesh", "distribute_tensor", "Shard", "Replicate", "Partial",
+                  "redistribute", "parallelize_module", "ColwiseParallel",
+                  "RowwiseParallel", "torchrun"],
+        "paddle": ["ProcessMesh", "shard_tensor", "reshard", "Shard", "Replicate",
+                   "Partial", "shard_layer", "paddle.distributed.launch"],
+    },
+}
 
 # Pages whose code cells are held to the 88-column limit (every page, once rewritten).
 COLUMN_LIMIT = 88
-COLUMN_PAGES: list[str] = []
+COLUMN_PAGES: list[str] = ["auto_parallel"]
 
 
 def _pages() -> list[Path]:

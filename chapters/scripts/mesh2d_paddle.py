@@ -38,16 +38,22 @@ NEEDS = {"R": "R", "col": "R", "row": "S"}     # the input layout each placement
 LAYOUT = {"R": [dist.Shard(0), dist.Replicate()], "S": [dist.Shard(0), dist.Shard(1)]}
 
 
+# the plans the chapter compares on 4 ranks: data parallel, no split at all, two
+# tensor-parallel plans, and each of those on a 2 x 2 mesh
+PLANS = ["4x1:R,R,R", "1x4:R,R,R", "1x4:col,row,R", "2x2:col,row,R", "1x4:col,R,row",
+         "2x2:col,R,row"]
+
+
 class MLP(paddle.nn.Layer):
-    """Bias-free Linear layers with ReLU between them. Placed on a mesh (see `place`), its
-    forward reshards each output to the layout the next layer needs (the loss needs it
-    whole), and Paddle runs the collective that takes."""
+    """Bias-free Linear layers with ReLU between them. Placed on a mesh (see `place`),
+    its forward reshards each output to the layout the next layer needs (the loss needs
+    it whole), and Paddle runs the collective that takes."""
 
     def __init__(self, dims) -> None:
         super().__init__()
         paddle.seed(0)   # the same initial weights on every rank
-        self.layers = paddle.nn.LayerList(
-            [paddle.nn.Linear(i, o, bias_attr=False) for i, o in zip(dims[:-1], dims[1:])])
+        self.layers = paddle.nn.LayerList([paddle.nn.Linear(i, o, bias_attr=False)
+                                           for i, o in zip(dims[:-1], dims[1:])])
         self.mesh, self.placements = None, None
 
     def forward(self, x):
@@ -93,7 +99,7 @@ def mark(text: str) -> None:
 
 
 class Run:
-    """One plan: its mesh, the placed model and an unsplit copy, each with its optimizer."""
+    """One plan: its mesh, the placed model, an unsplit copy, and their optimizers."""
 
     def __init__(self, plan: str, dims, batch: int, lr: float = 0.05) -> None:
         self.plan = plan
@@ -107,9 +113,8 @@ class Run:
         # the batch split along dp (the rows each replica trains on), whole along tp
         self.xd = dist.shard_tensor(self.x, mesh, LAYOUT["R"])
         self.td = dist.shard_tensor(self.t, mesh, LAYOUT["R"])
-        self.opt = paddle.optimizer.SGD(learning_rate=lr, parameters=self.model.parameters())
-        self.ref_opt = paddle.optimizer.SGD(learning_rate=lr,
-                                            parameters=self.reference.parameters())
+        self.opt = paddle.optimizer.SGD(lr, parameters=self.model.parameters())
+        self.ref_opt = paddle.optimizer.SGD(lr, parameters=self.reference.parameters())
         self.times, self.ref_times, self.loss_diff = [], [], 0.0
 
     def step(self, count: bool = False) -> None:
@@ -142,9 +147,10 @@ class Run:
     def result(self) -> dict:
         mesh = self.model.mesh
         whole = [dist.Replicate(), dist.Replicate()]
-        weight_diff = max(
-            float((dist.reshard(m.weight, mesh, whole)._local_value() - r.weight).abs().max())
-            for m, r in zip(self.model.layers, self.reference.layers))
+        full = [dist.reshard(m.weight, mesh, whole)._local_value()
+                for m in self.model.layers]
+        weight_diff = max(float((w - r.weight).abs().max())
+                          for w, r in zip(full, self.reference.layers))
         return {"plan": self.plan, "step_s": self.times[1:],
                 "unsplit_step_s": self.ref_times[1:], "loss_diff": self.loss_diff,
                 "weight_diff": weight_diff}
@@ -153,9 +159,9 @@ class Run:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--plans", nargs="+", default=["2x2:col,row"])
-    ap.add_argument("--dims", default="64,128,32", help="in,hidden...,out")
-    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--plans", nargs="+", default=PLANS)
+    ap.add_argument("--dims", default="128,512,512,128", help="in,hidden...,out")
+    ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--steps", type=int, default=3, help="timed steps after a warm-up")
     ap.add_argument("--out", help="JSON file for the results (written by rank 0)")
     args = ap.parse_args()
@@ -168,16 +174,17 @@ def main() -> None:
             run.step(count=step == 0)    # on the machine slows all of them, not one
     results = [run.result() for run in runs]
     if dist.get_rank() == 0:
-        print(f"MLP {dims}, batch {args.batch}, float32, {dist.get_world_size()} ranks on "
-              f"{args.device}")
+        print(f"MLP {dims}, batch {args.batch}, float32, {dist.get_world_size()} ranks "
+              f"on {args.device}")
         for r in results:
             ms = statistics.median(r["step_s"]) * 1e3
             print(f"  {r['plan']:<16} {ms:7.2f} ms/step, vs unsplit: loss "
                   f"{r['loss_diff']:.0e}, weights {r['weight_diff']:.0e}")
         if args.out:
             with open(args.out, "w") as f:
-                json.dump({"world": dist.get_world_size(), "dims": dims, "batch": args.batch,
-                           "device": args.device, "plans": results}, f)
+                json.dump({"world": dist.get_world_size(), "dims": dims,
+                           "batch": args.batch, "device": args.device,
+                           "plans": results}, f)
 
 
 if __name__ == "__main__":

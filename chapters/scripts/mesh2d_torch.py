@@ -22,23 +22,31 @@ import warnings
 import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.tensor import Replicate, Shard, distribute_module, distribute_tensor
+from torch.distributed.tensor import (Replicate, Shard, distribute_module,
+                                      distribute_tensor)
 from torch.distributed.tensor.debug import CommDebugMode
 
 # CommDebugMode's module tracker warns when a module's input needs no gradient
 warnings.filterwarnings("ignore", message="Full backward hook")
 
-# nn.Linear keeps its weight as (out, in): a column split is Shard(0), a row split Shard(1)
+# nn.Linear keeps its weight as (out, in): a column split is Shard(0), a row split
+# Shard(1)
 WEIGHT = {"R": Replicate(), "col": Shard(0), "row": Shard(1)}
 NEEDS = {"R": "R", "col": "R", "row": "S"}     # the input layout each placement needs
 # activations (batch, features): batch split along dp; features whole (R) or split (S)
 LAYOUT = {"R": [Shard(0), Replicate()], "S": [Shard(0), Shard(1)]}
 
 
+# the plans the chapter compares on 4 ranks: data parallel, no split at all, two
+# tensor-parallel plans, and each of those on a 2 x 2 mesh
+PLANS = ["4x1:R,R,R", "1x4:R,R,R", "1x4:col,row,R", "2x2:col,row,R", "1x4:col,R,row",
+         "2x2:col,R,row"]
+
+
 class MLP(torch.nn.Module):
-    """Bias-free Linear layers with ReLU between them. Placed on a mesh (see `place`), its
-    forward redistributes each output to the layout the next layer needs (the loss needs
-    it whole), and DTensor runs the collective that takes."""
+    """Bias-free Linear layers with ReLU between them. Placed on a mesh (see `place`),
+    its forward redistributes each output to the layout the next layer needs (the loss
+    needs it whole), and DTensor runs the collective that takes."""
 
     def __init__(self, dims) -> None:
         super().__init__()
@@ -72,7 +80,8 @@ def place(model: MLP, mesh, placements) -> MLP:
         if isinstance(module, torch.nn.Linear):
             k = int(name.split(".")[-1])
             spec = [Replicate(), WEIGHT[placements[k]]]
-            module.weight = torch.nn.Parameter(distribute_tensor(module.weight, mesh, spec))
+            weight = distribute_tensor(module.weight, mesh, spec)
+            module.weight = torch.nn.Parameter(weight)
 
     model = distribute_module(model, mesh, partition)
     model.mesh, model.placements = mesh, placements
@@ -86,9 +95,9 @@ def parse(plan: str):
 
 
 class Run:
-    """One plan: its mesh, the placed model and an unsplit copy, each with its optimizer."""
+    """One plan: its mesh, the placed model, an unsplit copy, and their optimizers."""
 
-    def __init__(self, plan: str, dims, batch: int, device: str, lr: float = 0.05) -> None:
+    def __init__(self, plan: str, dims, batch: int, device: str, lr=0.05) -> None:
         self.plan = plan
         dp, tp, placements = parse(plan)
         mesh = init_device_mesh(device, (dp, tp), mesh_dim_names=("dp", "tp"))
@@ -142,9 +151,9 @@ class Run:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--plans", nargs="+", default=["2x2:col,row"])
-    ap.add_argument("--dims", default="64,128,32", help="in,hidden...,out")
-    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--plans", nargs="+", default=PLANS)
+    ap.add_argument("--dims", default="128,512,512,128", help="in,hidden...,out")
+    ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--steps", type=int, default=3, help="timed steps after a warm-up")
     ap.add_argument("--out", help="JSON file for the results (written by rank 0)")
     args = ap.parse_args()
@@ -157,16 +166,18 @@ def main() -> None:
             run.step(count=step == 0)    # on the machine slows all of them, not one
     results = [run.result() for run in runs]
     if dist.get_rank() == 0:
-        print(f"MLP {dims}, batch {args.batch}, float32, {dist.get_world_size()} ranks on "
-              f"{args.device}; collectives counted by CommDebugMode in one step:")
+        print(f"MLP {dims}, batch {args.batch}, float32, {dist.get_world_size()} ranks "
+              f"on {args.device}; collectives counted by CommDebugMode in one step:")
         for r in results:
             ms = statistics.median(r["step_s"]) * 1e3
             print(f"  {r['plan']:<16} {ms:7.2f} ms/step, vs unsplit: loss "
-                  f"{r['loss_diff']:.0e}, weights {r['weight_diff']:.0e}; {r['collectives']}")
+                  f"{r['loss_diff']:.0e}, weights {r['weight_diff']:.0e}; "
+                  f"{r['collectives']}")
         if args.out:
             with open(args.out, "w") as f:
-                json.dump({"world": dist.get_world_size(), "dims": dims, "batch": args.batch,
-                           "device": args.device, "plans": results}, f)
+                json.dump({"world": dist.get_world_size(), "dims": dims,
+                           "batch": args.batch, "device": args.device,
+                           "plans": results}, f)
     dist.destroy_process_group()
 
 

@@ -1,7 +1,8 @@
-"""Every change of placement of one matrix on a 1-D mesh, and the collectives Paddle runs.
+"""Every change of placement of one matrix on a 1-D mesh, and the collectives Paddle
+runs.
 
     python -m paddle.distributed.launch --nproc_per_node 2 reshard_paddle.py
-    python -m paddle.distributed.launch --nproc_per_node 2 reshard_paddle.py --device gpu
+    python -m paddle.distributed.launch --gpus 0,1 reshard_paddle.py --device gpu
 
 Paddle's reshard functions (C++) log which collective they call when their glog level is
 4 or more: each rank's log then has a line ``Call `AllGather` in Resharding on CPU``
@@ -58,7 +59,8 @@ def main() -> None:
         try:
             out = dist.reshard(d, mesh, [dst])
             local_out = out._local_value().shape
-            want = g if dst.is_replicated() else paddle.split(g, world, dst.get_dim())[rank]
+            want = g if dst.is_replicated() else \
+                paddle.split(g, world, dst.get_dim())[rank]
             exact = bool(paddle.equal_all(out._local_value(), want))
         except NotImplementedError as e:    # a kernel this build lacks
             error, local_out, exact = str(e).strip().splitlines()[0][:120], None, False

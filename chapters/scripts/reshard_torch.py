@@ -1,4 +1,5 @@
-"""Every change of placement of one matrix on a 1-D mesh, and the collectives DTensor runs.
+"""Every change of placement of one matrix on a 1-D mesh, and the collectives DTensor
+runs.
 
     torchrun --nproc_per_node 2 reshard_torch.py               # CPU ranks, gloo
     torchrun --nproc_per_node 2 reshard_torch.py --device cuda # one GPU per rank, NCCL
@@ -10,7 +11,8 @@ import os
 import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
+from torch.distributed.tensor import (DTensor, Partial, Replicate, Shard,
+                                      distribute_tensor)
 from torch.distributed.tensor.debug import CommDebugMode
 
 CASES = [(Shard(0), Replicate()), (Partial(), Replicate()), (Shard(0), Shard(1)),
@@ -45,7 +47,8 @@ def main() -> None:
     g, addend = matrix_and_addend(args.device, rank, world)
 
     if rank == 0:
-        print(f"{world} ranks on {args.device}, a 256 x 128 float32 matrix; rank 0 sees:")
+        print(f"{world} ranks on {args.device}, a 256 x 128 float32 matrix; "
+              "rank 0 sees:")
     rows = []
     for src, dst in CASES:
         if src.is_partial():   # a Partial tensor is built from each rank's addend
@@ -61,8 +64,9 @@ def main() -> None:
                      "local_out": list(out.to_local().shape), "exact": exact})
         if rank == 0:
             what = ", ".join(f"{op} x{n}" for op, n in counts.items()) or "nothing"
-            print(f"{src!r:>14} -> {dst!r:<14} {what:<27} local {tuple(d.to_local().shape)}"
-                  f" -> {tuple(out.to_local().shape)}, exact: {exact}", flush=True)
+            print(f"{src!r:>14} -> {dst!r:<14} {what:<27} local "
+                  f"{tuple(d.to_local().shape)} -> {tuple(out.to_local().shape)}, "
+                  f"exact: {exact}", flush=True)
     if rank == 0:
         if args.out:
             with open(args.out, "w") as f:

@@ -1,7 +1,7 @@
-"""Time all-reduce and all-gather of several sizes, over all ranks and over pairs of ranks
-(the pairs at the same time, as the tensor-parallel groups of a 2-D mesh run).
+"""Time all-reduce and all-gather of several sizes, over all ranks and over pairs of
+ranks (the pairs at the same time, as the tensor-parallel groups of a 2-D mesh run).
 
-    python -m paddle.distributed.launch --nproc_per_node 4 sweep_paddle.py --out sweep.json
+    python -m paddle.distributed.launch --nproc_per_node 4 sweep_paddle.py
     python -m paddle.distributed.launch --gpus 0,1,2,3 sweep_paddle.py --device gpu
 """
 import argparse
@@ -63,10 +63,11 @@ def main() -> None:
                 s = timed(op, nbytes, group, args.device, args.repeats)
                 rows.append({"op": op, "ranks": p, "bytes": nbytes, "s": s})
     if rank == 0:
-        print(f"{world} ranks on {args.device}, median of {args.repeats} (slowest rank):")
+        print(f"{world} ranks on {args.device}, median of {args.repeats} "
+              "(slowest rank):")
         for r in rows:
-            print(f"  {r['op']:<10} over {r['ranks']} ranks, {r['bytes'] / 1024:6.0f} KiB: "
-                  f"{r['s'] * 1e3:8.3f} ms")
+            print(f"  {r['op']:<10} over {r['ranks']} ranks, "
+                  f"{r['bytes'] / 1024:6.0f} KiB: {r['s'] * 1e3:8.3f} ms")
         if args.out:
             with open(args.out, "w") as f:
                 json.dump({"world": world, "device": args.device, "rows": rows}, f)

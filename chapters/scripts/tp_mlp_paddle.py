@@ -1,5 +1,5 @@
-"""A two-layer MLP split over the ranks, Megatron-style (first layer by columns, second by
-rows), trained next to an unsplit copy of itself: both must give the same weights.
+"""A two-layer MLP split over the ranks, Megatron-style (first layer by columns, second
+by rows), trained next to an unsplit copy of itself: both must give the same weights.
 
     python -m paddle.distributed.launch --nproc_per_node 2 tp_mlp_paddle.py
     python -m paddle.distributed.launch --gpus 0,1 tp_mlp_paddle.py --device gpu
@@ -60,7 +60,7 @@ def main() -> None:
     world = dist.get_world_size()
     mesh = dist.ProcessMesh(list(range(world)), dim_names=["x"])
 
-    reference = MLP()                           # the unsplit model, trained on this rank
+    reference = MLP()                  # the unsplit model, trained on this rank alone
     model = dist.shard_layer(MLP(), mesh, shard_fn)
     paddle.seed(1)                              # the same batch on every rank
     x, t = paddle.randn([BATCH, DIMS[0]]), paddle.randn([BATCH, DIMS[2]])
@@ -87,7 +87,8 @@ def main() -> None:
         losses.append(float(loss))
         ref_losses.append(float(ref_loss))
 
-    pairs = [(model.fc1.weight, reference.fc1.weight), (model.fc2.weight, reference.fc2.weight)]
+    pairs = [(model.fc1.weight, reference.fc1.weight),
+             (model.fc2.weight, reference.fc2.weight)]
     full = [dist.reshard(w, mesh, [dist.Replicate()])._local_value() for w, _ in pairs]
     weight_diff = max(float((w - r).abs().max()) for w, (_, r) in zip(full, pairs))
     loss_diff = float(np.abs(np.subtract(losses, ref_losses)).max())
@@ -104,7 +105,8 @@ def main() -> None:
             with open(args.out, "w") as f:
                 json.dump({"world": world, "losses": losses, "ref_losses": ref_losses,
                            "loss_diff": loss_diff, "weight_diff": weight_diff,
-                           "local_shapes": [w._local_value().shape for w, _ in pairs]}, f)
+                           "local_shapes": [w._local_value().shape for w, _ in pairs]},
+                          f)
 
 
 if __name__ == "__main__":

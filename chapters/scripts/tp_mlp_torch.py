@@ -1,5 +1,5 @@
-"""A two-layer MLP split over the ranks, Megatron-style (first layer by columns, second by
-rows), trained next to an unsplit copy of itself: both must give the same weights.
+"""A two-layer MLP split over the ranks, Megatron-style (first layer by columns, second
+by rows), trained next to an unsplit copy of itself: both must give the same weights.
 
     torchrun --nproc_per_node 2 tp_mlp_torch.py                # CPU ranks, gloo
     torchrun --nproc_per_node gpu tp_mlp_torch.py --device cuda  # every GPU, NCCL
@@ -8,6 +8,7 @@ import argparse
 import copy
 import json
 import os
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -15,6 +16,9 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor.debug import CommDebugMode
 from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
                                                parallelize_module)
+
+# CommDebugMode's module tracker warns when a module's input needs no gradient
+warnings.filterwarnings("ignore", message="Full backward hook")
 
 DIMS, BATCH, STEPS, LR = (64, 128, 32), 32, 5, 0.1
 
@@ -27,7 +31,8 @@ def mlp() -> torch.nn.Sequential:
 
 
 def counted(phase: dict, name: str, comm: CommDebugMode) -> None:
-    phase[name] = {str(op).split(".")[-1]: n for op, n in comm.get_comm_counts().items()}
+    phase[name] = {str(op).split(".")[-1]: n
+                   for op, n in comm.get_comm_counts().items()}
 
 
 def main() -> None:
@@ -79,16 +84,18 @@ def main() -> None:
               f"{mesh.size()} ranks on {args.device}")
         for name, m in zip(("first (column-wise)", "second (row-wise)"), linears):
             print(f"  {name} layer: weight {tuple(m.weight.shape)} is "
-                  f"{m.weight.placements}, rank 0 holds {tuple(m.weight.to_local().shape)}")
+                  f"{m.weight.placements}, rank 0 holds "
+                  f"{tuple(m.weight.to_local().shape)}")
         print("  losses, split  :", [round(v, 6) for v in losses])
         print("  losses, unsplit:", [round(v, 6) for v in ref_losses])
         print(f"  largest difference: loss {loss_diff:.1e}, weight {weight_diff:.1e}")
         print("  collectives in one step (CommDebugMode):", phases)
         if args.out:
             with open(args.out, "w") as f:
-                json.dump({"world": mesh.size(), "losses": losses, "ref_losses": ref_losses,
-                           "loss_diff": loss_diff, "weight_diff": weight_diff,
-                           "local_shapes": [list(m.weight.to_local().shape) for m in linears],
+                shapes = [list(m.weight.to_local().shape) for m in linears]
+                json.dump({"world": mesh.size(), "losses": losses,
+                           "ref_losses": ref_losses, "loss_diff": loss_diff,
+                           "weight_diff": weight_diff, "local_shapes": shapes,
                            "collectives": phases}, f)
     dist.destroy_process_group()
 

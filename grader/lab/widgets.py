@@ -49,20 +49,29 @@ def degree_table(width: int, layers: int, batch: int, cluster: Cluster) -> str:
     return "\n".join(lines)
 
 
+def _in_a_kernel() -> bool:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
 def calculator(cluster: Cluster, width: int = 1024, layers: int = 4, batch: int = 256):
     """Display the interactive calculator and, always, the text table of its defaults."""
-    import ipywidgets as w
-    from IPython.display import display
-
     print("Default settings (static rendering; move the sliders in JupyterLab to recompute):")
     print(degree_table(width, layers, batch, cluster))
-    if os.environ.get("COURSE_BOOK_BUILD"):
+    if os.environ.get("COURSE_BOOK_BUILD") or not _in_a_kernel():
         # The book build (grader.build) executes without a frontend. An Output widget
         # written to during execution can leave nbclient waiting for a message that never
         # comes (seen here: the build hung on this cell in 2 of ~8 runs), and a static page
-        # cannot move sliders anyway: the table above is the page's rendering.
+        # cannot move sliders anyway: the table above is the page's rendering. Outside a
+        # Jupyter kernel (a plain Python run of the page) there is nothing to draw on.
         print("(the interactive calculator appears when this notebook runs in JupyterLab)")
         return None
+    import ipywidgets as w
+    from IPython.display import display
     divisors = [d for d in range(1, cluster.n + 1) if cluster.n % d == 0]
     style = {"description_width": "140px"}
     ctl = {
