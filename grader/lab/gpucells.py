@@ -273,8 +273,13 @@ def _translate(source: str, cwd: Path) -> str:
 
 
 def _shell(cwd: Path):
+    # as in the book build: this Python's own commands (torchrun, ...) come first on PATH
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+
     def run(cmd: str) -> None:
-        p = subprocess.run(cmd, shell=True, cwd=cwd, capture_output=True, text=True)
+        p = subprocess.run(cmd, shell=True, cwd=cwd, capture_output=True, text=True,
+                           env=env)
         sys.stdout.write(p.stdout)
         sys.stdout.write(p.stderr)
         if p.returncode:
