@@ -1,6 +1,8 @@
 """An MLP on a 2-D mesh of ranks: data parallel along "dp", tensor parallel along "tp",
 each weight placed by a plan. Every plan trains next to an unsplit copy of the model
-(they must agree) and times its steps.
+(they must agree) and times its steps. Then, in the same launch (a launch costs
+seconds), ``sweep`` times bare collectives of several sizes, for the chapter's cost
+model.
 
     python -m paddle.distributed.launch --nproc_per_node 4 mesh2d_paddle.py
     python -m paddle.distributed.launch --nproc_per_node 4 mesh2d_paddle.py \\
@@ -156,6 +158,56 @@ class Run:
                 "weight_diff": weight_diff}
 
 
+SIZES = [2**k for k in range(12, 23, 2)]     # bytes of the full tensor: 4 KiB .. 4 MiB
+
+
+def sync(device: str) -> None:
+    if device != "cpu":                      # a GPU runs asynchronously: wait for it
+        paddle.device.synchronize()
+
+
+def timed(op: str, nbytes: int, group, device: str, repeats: int) -> float:
+    """Median seconds of one collective, as the slowest rank of the group saw it."""
+    p = group.nranks
+    if op == "all_reduce":
+        x = paddle.ones([nbytes // 4])
+        run = lambda: dist.all_reduce(x, group=group)  # noqa: E731
+    else:    # every rank brings 1/p of the tensor and gets all of it
+        x = paddle.ones([nbytes // 4 // p])
+        run = lambda: dist.all_gather([], x, group=group)  # noqa: E731
+    run()                                    # warm-up
+    times = []
+    for _ in range(repeats):
+        dist.barrier(group=group)
+        sync(device)
+        t0 = time.perf_counter()
+        run()
+        sync(device)
+        times.append(time.perf_counter() - t0)
+    slowest = paddle.to_tensor([statistics.median(times)])
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX, group=group)
+    return slowest.item()
+
+
+def sweep(device: str, repeats: int) -> list[dict]:
+    """All-reduce and all-gather of each size in SIZES, over all ranks and over pairs of
+    ranks (the pairs at once, as the tp groups of a (world/2) x 2 mesh run)."""
+    world, rank = dist.get_world_size(), dist.get_rank()
+    # Every rank creates every pair's group, one at a time: on gloo, Paddle 3.3's groups
+    # created at once by disjoint ranks can meet in the store and fail to connect
+    pairs = []
+    for i in range(world // 2):
+        pairs.append(dist.new_group([2 * i, 2 * i + 1]))
+        dist.barrier()
+    rows = []
+    for p, group in ((world, dist.get_group()), (2, pairs[rank // 2])):
+        for op in ("all_reduce", "all_gather"):
+            for nbytes in SIZES:
+                rows.append({"op": op, "ranks": p, "bytes": nbytes,
+                             "s": timed(op, nbytes, group, device, repeats)})
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")
@@ -163,6 +215,8 @@ def main() -> None:
     ap.add_argument("--dims", default="128,512,512,128", help="in,hidden...,out")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--steps", type=int, default=3, help="timed steps after a warm-up")
+    ap.add_argument("--repeats", type=int, default=5, help="of each collective timed")
+    ap.add_argument("--no-sweep", action="store_true", help="skip the collective sweep")
     ap.add_argument("--out", help="JSON file for the results (written by rank 0)")
     args = ap.parse_args()
     paddle.set_device(args.device)
@@ -173,6 +227,7 @@ def main() -> None:
         for run in runs:                 # the plans take turns, so that a burst of load
             run.step(count=step == 0)    # on the machine slows all of them, not one
     results = [run.result() for run in runs]
+    rows = [] if args.no_sweep else sweep(args.device, args.repeats)
     if dist.get_rank() == 0:
         print(f"MLP {dims}, batch {args.batch}, float32, {dist.get_world_size()} ranks "
               f"on {args.device}")
@@ -180,11 +235,17 @@ def main() -> None:
             ms = statistics.median(r["step_s"]) * 1e3
             print(f"  {r['plan']:<16} {ms:7.2f} ms/step, vs unsplit: loss "
                   f"{r['loss_diff']:.0e}, weights {r['weight_diff']:.0e}")
+        if rows:
+            print(f"collectives timed, median of {args.repeats} (slowest rank):")
+        for r in rows:
+            print(f"  {r['op']:<10} over {r['ranks']} ranks, "
+                  f"{r['bytes'] / 1024:6.0f} KiB: {r['s'] * 1e3:8.3f} ms")
         if args.out:
             with open(args.out, "w") as f:
                 json.dump({"world": dist.get_world_size(), "dims": dims,
                            "batch": args.batch, "device": args.device,
-                           "plans": results}, f)
+                           "plans": results,
+                           "sweep": {"world": dist.get_world_size(), "rows": rows}}, f)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """An MLP on a 2-D mesh of ranks: data parallel along "dp", tensor parallel along "tp",
 each weight placed by a plan. Every plan trains next to an unsplit copy of the model
-(they must agree), counts its collectives and times its steps.
+(they must agree), counts its collectives and times its steps. Then, in the same launch
+(a launch costs seconds), ``sweep`` times bare collectives of several sizes, for the
+chapter's cost model.
 
     torchrun --nproc_per_node 4 mesh2d_torch.py                  # 2 x 2 mesh, CPU, gloo
     torchrun --nproc_per_node 4 mesh2d_torch.py --plans 2x2:col,row,R 4x1:R,R,R
@@ -148,6 +150,49 @@ class Run:
                 "loss_diff": self.loss_diff, "weight_diff": weight_diff}
 
 
+SIZES = [2**k for k in range(12, 23, 2)]     # bytes of the full tensor: 4 KiB .. 4 MiB
+
+
+def timed(op: str, nbytes: int, group, device: str, repeats: int) -> float:
+    """Median seconds of one collective, as the slowest rank of the group saw it."""
+    p = dist.get_world_size(group)
+    if op == "all_reduce":
+        x = torch.ones(nbytes // 4, device=device)
+        run = lambda: dist.all_reduce(x, group=group)  # noqa: E731
+    else:    # every rank brings 1/p of the tensor and gets all of it
+        x = torch.ones(nbytes // 4 // p, device=device)
+        out = torch.empty(nbytes // 4, device=device)
+        run = lambda: dist.all_gather_into_tensor(out, x, group=group)  # noqa: E731
+    run()                                    # warm-up
+    times = []
+    for _ in range(repeats):
+        dist.barrier(group=group)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        run()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    slowest = torch.tensor([statistics.median(times)], device=device)
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX, group=group)
+    return slowest.item()
+
+
+def sweep(device: str, repeats: int) -> list[dict]:
+    """All-reduce and all-gather of each size in SIZES, over all ranks and over pairs of
+    ranks (the pairs at once, as the tp groups of a (world/2) x 2 mesh run)."""
+    world = dist.get_world_size()
+    pairs = init_device_mesh(device, (world // 2, 2), mesh_dim_names=("dp", "tp"))
+    rows = []
+    for p, group in ((world, None), (2, pairs.get_group("tp"))):   # None: all ranks
+        for op in ("all_reduce", "all_gather"):
+            for nbytes in SIZES:
+                rows.append({"op": op, "ranks": p, "bytes": nbytes,
+                             "s": timed(op, nbytes, group, device, repeats)})
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")
@@ -155,6 +200,8 @@ def main() -> None:
     ap.add_argument("--dims", default="128,512,512,128", help="in,hidden...,out")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--steps", type=int, default=3, help="timed steps after a warm-up")
+    ap.add_argument("--repeats", type=int, default=5, help="of each collective timed")
+    ap.add_argument("--no-sweep", action="store_true", help="skip the collective sweep")
     ap.add_argument("--out", help="JSON file for the results (written by rank 0)")
     args = ap.parse_args()
     if args.device == "cuda":
@@ -165,6 +212,7 @@ def main() -> None:
         for run in runs:                 # the plans take turns, so that a burst of load
             run.step(count=step == 0)    # on the machine slows all of them, not one
     results = [run.result() for run in runs]
+    rows = [] if args.no_sweep else sweep(args.device, args.repeats)
     if dist.get_rank() == 0:
         print(f"MLP {dims}, batch {args.batch}, float32, {dist.get_world_size()} ranks "
               f"on {args.device}; collectives counted by CommDebugMode in one step:")
@@ -173,11 +221,17 @@ def main() -> None:
             print(f"  {r['plan']:<16} {ms:7.2f} ms/step, vs unsplit: loss "
                   f"{r['loss_diff']:.0e}, weights {r['weight_diff']:.0e}; "
                   f"{r['collectives']}")
+        if rows:
+            print(f"collectives timed, median of {args.repeats} (slowest rank):")
+        for r in rows:
+            print(f"  {r['op']:<10} over {r['ranks']} ranks, "
+                  f"{r['bytes'] / 1024:6.0f} KiB: {r['s'] * 1e3:8.3f} ms")
         if args.out:
             with open(args.out, "w") as f:
                 json.dump({"world": dist.get_world_size(), "dims": dims,
                            "batch": args.batch, "device": args.device,
-                           "plans": results}, f)
+                           "plans": results,
+                           "sweep": {"world": dist.get_world_size(), "rows": rows}}, f)
     dist.destroy_process_group()
 
 
