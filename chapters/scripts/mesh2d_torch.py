@@ -28,8 +28,10 @@ from torch.distributed.tensor import (Replicate, Shard, distribute_module,
                                       distribute_tensor)
 from torch.distributed.tensor.debug import CommDebugMode
 
-# CommDebugMode's module tracker warns when a module's input needs no gradient
+# CommDebugMode's module tracker warns when a module's input needs no gradient; PyTorch
+# 2.13 deprecates all_gather_into_tensor for all_gather_single (the old name still runs)
 warnings.filterwarnings("ignore", message="Full backward hook")
+warnings.filterwarnings("ignore", message=".*all_gather_into_tensor.*deprecated")
 
 # nn.Linear keeps its weight as (out, in): a column split is Shard(0), a row split
 # Shard(1)

@@ -120,6 +120,7 @@ def prediction_figure(rows_by_label: dict[str, list]):
         ax.invert_yaxis()
         ax.set_xlabel("ms per training step")
         ax.set_title(label, fontsize=9)
-        ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=2, fontsize=8)
+    fig.tight_layout(rect=(0, 0, 1, 0.92))
     return fig
