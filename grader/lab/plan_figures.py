@@ -117,9 +117,9 @@ def prediction_figure(rows_by_label: dict[str, list]):
         ax.errorbar(med, y + 0.2, xerr=err, fmt="none", ecolor="black", lw=0.8,
                     capsize=2)
         ax.set_yticks(y, [r.strategy.plan + (" *" if r.calibrates else "") for r in rows])
-        ax.invert_yaxis()
         ax.set_xlabel("ms per training step")
         ax.set_title(label, fontsize=9)
+    axes[0][0].invert_yaxis()      # the table's order, top down (the panels share y)
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="upper center", ncol=2, fontsize=8)
     fig.tight_layout(rect=(0, 0, 1, 0.92))
