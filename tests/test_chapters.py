@@ -91,12 +91,19 @@ API: dict[str, dict[str, list[str]]] = {
                    "find_unused_parameters", "fp16_allreduce", "--master", "--nnodes",
                    "PaddleJob"],
     },
+    "auto_parallel": {
+        "torch": ["init_device_mesh", "distribute_tensor", "Shard", "Replicate", "Partial",
+                  "redistribute", "parallelize_module", "ColwiseParallel",
+                  "RowwiseParallel", "torchrun"],
+        "paddle": ["ProcessMesh", "shard_tensor", "reshard", "Shard", "Replicate",
+                   "Partial", "shard_layer", "paddle.distributed.launch"],
+    },
 }
 
 # Pages whose code cells are held to the 88-column limit (every page, once rewritten).
 COLUMN_LIMIT = 88
 COLUMN_PAGES: list[str] = ["toolkit", "async", "multidevice", "communication",
-                           "data_parallel"]
+                           "data_parallel", "auto_parallel"]
 
 
 def _pages() -> list[Path]:
