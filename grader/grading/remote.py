@@ -52,6 +52,7 @@ import types
 import warnings
 from typing import Any
 
+from ..lab.threads import framework_ready, ready_thread_target
 from .codec import (Decoder, Encoder, ProtocolError, copy_back, fingerprint, mutable_array,
                     storages)
 from .proxies import (ChannelClosed, JudgeObject, KernelObject, Opaque, RemoteError,
@@ -172,6 +173,8 @@ class Channel:
                 continue
 
     def _answer(self, msg: dict, waiter: _Waiter) -> Any:
+        if self.side == "j":
+            framework_ready()     # decoding may build tensors: Paddle's mode is per thread
         dec = Decoder(self.side, msg["buffers"], self._handle, echo=waiter.memo.__getitem__)
         try:
             for index, node in msg.get("back", []):
@@ -194,6 +197,8 @@ class Channel:
             self._serve_one(msg)
 
     def _serve_one(self, msg: dict) -> None:
+        if self.side == "j":
+            framework_ready()     # the judge's code may run Paddle in any of its threads
         stack = self._local.__dict__.setdefault("serving", [])
         stack.append(msg["id"])
         dec = Decoder(self.side, msg["buffers"], self._handle)
@@ -322,8 +327,8 @@ class Channel:
         elif self.side == "k" and msg.get("parent") is None:
             self._main.put(msg)
         else:
-            threading.Thread(target=self._serve_one, args=(msg,), daemon=True,
-                             name=f"remote-{self.side}-call").start()
+            threading.Thread(target=ready_thread_target(self._serve_one), args=(msg,),
+                             daemon=True, name=f"remote-{self.side}-call").start()
 
     def _close(self, reason: str) -> None:
         if not self.closed.is_set():

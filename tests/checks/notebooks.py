@@ -6,8 +6,17 @@ from pathlib import Path
 
 import nbformat
 
+from grader.grading import hidden as _hidden
+
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "exercises" / "source"
+
+
+def hidden_checks(assignment: str):
+    """The instructor's hidden checks of ``assignment`` (``exercises/hidden/<assignment>.py``),
+    loaded the way a hidden test cell loads them."""
+    _hidden.use(ROOT / "exercises")
+    return _hidden.load(assignment)
 
 
 def source_notebook(assignment: str) -> nbformat.NotebookNode:

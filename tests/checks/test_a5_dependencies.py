@@ -2,15 +2,18 @@
 import numpy as np
 import pytest
 
-from grader.checks import a5_dependencies as a5
+from grader.checks import a5_dependencies as a5_public
 from grader.checks.a5_vdevices import VRef, virtual_devices
 from tests.checks import a5_solutions as sol
+from tests.checks.notebooks import hidden_checks
+
+a5 = hidden_checks("a5_dependencies")      # exercises/hidden
 
 FULL = 10
 
 
 def score(fn):
-    results = a5.grade(fn)
+    results = a5.check_all(fn)
     return sum(r.points for r in results), sum(r.max_points for r in results)
 
 
@@ -20,7 +23,7 @@ def test_correct_schedules_score_full_marks(fn):
 
 
 def test_all_on_one_device_loses_half_the_device_points_and_the_speed_points():
-    assert [r.points for r in a5.grade(sol.one_device)] == [3, 1, 2, 0]
+    assert [r.points for r in a5.check_all(sol.one_device)] == [3, 1, 2, 0]
     assert "[5, 0]" in a5.check_devices_used(sol.one_device).seen
 
 
@@ -33,7 +36,7 @@ def test_a_value_used_on_the_wrong_device_is_named():
 def test_waiting_after_each_task_is_no_faster_and_the_hint_says_why():
     r = a5.check_faster(sol.waits_after_each)
     assert r.points == 0 and "before waiting" in r.hint
-    assert [x.points for x in a5.grade(sol.waits_after_each)][:3] == [3, 2, 2]
+    assert [x.points for x in a5.check_all(sol.waits_after_each)][:3] == [3, 2, 2]
 
 
 def test_a_wrong_product_order_loses_the_result_points():
@@ -42,17 +45,17 @@ def test_a_wrong_product_order_loses_the_result_points():
 
 
 def test_products_on_the_host_do_not_count_as_a_faster_schedule():
-    assert [r.points for r in a5.grade(sol.host_products)] == [3, 0, 2, 0]
+    assert [r.points for r in a5.check_all(sol.host_products)] == [3, 0, 2, 0]
 
 
 def test_a_crashing_submission_gets_zero_with_its_error():
-    results = a5.grade(sol.raises)
+    results = a5.check_all(sol.raises)
     assert all(r.points == 0 for r in results)
     assert "not implemented yet" in results[0].seen
 
 
 def test_the_same_submission_gets_the_same_score_ten_times():
-    runs = {tuple((r.points, r.message) for r in a5.grade(sol.reference)) for _ in range(10)}
+    runs = {tuple((r.points, r.message) for r in a5.check_all(sol.reference)) for _ in range(10)}
     assert len(runs) == 1
 
 
@@ -77,4 +80,4 @@ def test_the_notebooks_reference_solution_scores_full_marks():
 
     run_dag = namespace("a5_dependencies", {})["run_dag"]
     assert score(run_dag) == (FULL, FULL)
-    assert a5.public_run_dag(run_dag).passed
+    assert a5_public.public_run_dag(run_dag).passed

@@ -115,11 +115,9 @@ def _answer_sets():
 def test_every_suite_answer_gets_the_same_verdict_through_the_channel(assignment, name, answers):
     """tests/checks' correct solutions and typical mistakes, their functions living on the
     kernel side of a channel (as when judged): the same points and messages as in-process."""
-    import importlib
+    from tests.checks.notebooks import hidden_checks, namespace
 
-    from tests.checks.notebooks import namespace
-
-    checks = importlib.import_module(f"grader.checks.{assignment}")
+    checks = hidden_checks(assignment)
     direct = [getattr(checks, c)(namespace(assignment, answers)[f]) for c, f in SUITES[assignment]]
     a, b = socket.socketpair()
     kernel = Channel(b, "k", namespace=namespace(assignment, answers))
@@ -155,17 +153,17 @@ def _a5_a8_cases():
 
     for name in sorted(n for n in vars(a5_solutions) if callable(getattr(a5_solutions, n))
                        and not n.startswith("_") and getattr(a5_solutions, n).__module__ == a5_solutions.__name__):
-        yield "a5_dependencies", "grade", a5_solutions, name
-    for name in sorted(n for n in vars(a8_solutions) if n.startswith(("predict_", "choose_"))):
-        yield "a8_placements", "check_predictions" if name.startswith("predict") else "check_choices", a8_solutions, name
+        yield "a5_dependencies", "check_all", a5_solutions, name
+    for name in sorted(n for n in vars(a8_solutions) if n.startswith(("links_", "order_"))):
+        yield "a8_placements", "check_links" if name.startswith("links") else "check_orders", a8_solutions, name
 
 
 @pytest.mark.parametrize("assignment, check, module, name", list(_a5_a8_cases()),
                          ids=[f"{a[:2]}-{n}" for a, _, _, n in _a5_a8_cases()])
 def test_a5_and_a8_answers_get_the_same_verdict_through_the_channel(assignment, check, module, name):
-    import importlib
+    from tests.checks.notebooks import hidden_checks
 
-    checks = importlib.import_module(f"grader.checks.{assignment}")
+    checks = hidden_checks(assignment)
     as_list = lambda r: r if isinstance(r, list) else [r]  # noqa: E731
     direct = as_list(getattr(checks, check)(getattr(module, name)))
     judged = _through_channel(vars(module), lambda get: as_list(getattr(checks, check)(get(name))))
@@ -197,11 +195,12 @@ def _replicate_detached(params, n):
 def test_a6_pieces_get_the_same_verdict_through_the_channel(pieces, framework):
     """Identity (shared replicas), in-place changes, concurrent callbacks (parallel_apply's
     probe) and tensors of both frameworks, as the judge sees them."""
-    from grader.checks import a6_data_parallel as a6
+    from tests.checks.notebooks import hidden_checks
 
-    direct = a6.grade(pieces, framework)
+    a6 = hidden_checks("a6_data_parallel")
+    direct = a6.check_all(pieces, framework)
     ns = {f"piece_{k}": v for k, v in pieces.items()}
-    judged = _through_channel(ns, lambda get: a6.grade({k: get(f"piece_{k}") for k in pieces}, framework))
+    judged = _through_channel(ns, lambda get: a6.check_all({k: get(f"piece_{k}") for k in pieces}, framework))
     assert [(r.points, r.message) for r in judged] == [(r.points, r.message) for r in direct]
 
 
@@ -228,6 +227,7 @@ def _cells(course: Path, assignment: str) -> dict[str, dict[str, float]]:
 def _course(assignments: list[str], students: list[str]) -> Path:
     course = Path(tempfile.mkdtemp(prefix="judge-"))
     shutil.copy(EXERCISES / "nbgrader_config.py", course)
+    shutil.copytree(EXERCISES / "hidden", course / "hidden")
     for a in assignments:
         shutil.copytree(EXERCISES / "source" / a, course / "source" / a)
         for s in students:

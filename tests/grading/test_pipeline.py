@@ -61,6 +61,7 @@ def course():
 
 def _populate(course: Path):
     shutil.copy(EXERCISES / "nbgrader_config.py", course)
+    shutil.copytree(EXERCISES / "hidden", course / "hidden")
     for a in MINE:
         shutil.copytree(EXERCISES / "source" / a, course / "source" / a)
     sub = course / "submitted"
