@@ -23,7 +23,7 @@ from paddle.distributed.fleet.meta_parallel import LayerDesc, PipelineLayer
 
 from tinygpt_paddle import BATCH, BLOCKS, VOCAB, WIDTH, Block, TinyGPT, batch, loss_fn
 
-STEPS, LR = 3, 3e-3
+STEPS, LR = 4, 3e-3          # step 0 warms up; 1-3 are timed
 
 
 def fleet_pipeline(micro: int) -> None:
@@ -113,18 +113,20 @@ def train(schedule: str, micro: int, rank: int) -> dict:
     half = BLOCKS // 2
     part = TinyGPT(blocks=range(rank * half, (rank + 1) * half))
     opt = paddle.optimizer.Adam(learning_rate=LR, parameters=part.parameters())
-    steps, losses = [], []
+    steps, losses, times = [], [], []
     for step in range(STEPS):
         x, y = batch(step)
         events = []
         dist.barrier()
+        start = time.perf_counter()
         loss = stage_step(schedule, part, rank, micro, x, y, events)
         opt.step()
         opt.clear_grad()
+        times.append(time.perf_counter() - start)
         steps.append(events)
         losses.append(loss)
-    return {"schedule": schedule, "micro": micro, "steps": steps, "losses": losses,
-            "state": part.state_dict()}
+    return {"schedule": schedule, "micro": micro, "steps": steps[1:], "times": times[1:],
+            "losses": losses, "state": part.state_dict()}
 
 
 def main() -> None:
@@ -143,12 +145,15 @@ def main() -> None:
         raise SystemExit("this script runs two stages: start it on 2 ranks")
     whole = TinyGPT()                       # the reference: one process, whole model
     opt = paddle.optimizer.Adam(learning_rate=LR, parameters=whole.parameters())
-    ref_losses = []
+    ref_losses, ref_times = [], []
     for step in range(STEPS):
-        loss = loss_fn(whole(batch(step)[0]), batch(step)[1])
+        x, y = batch(step)
+        start = time.perf_counter()
+        loss = loss_fn(whole(x), y)
         loss.backward()
         opt.step()
         opt.clear_grad()
+        ref_times.append(time.perf_counter() - start)
         ref_losses.append(float(loss))
     reference = whole.state_dict()
 
@@ -192,7 +197,8 @@ def main() -> None:
         if args.out:
             with open(args.out, "w") as f:
                 json.dump({"stages": 2, "device": args.device, "batch": BATCH,
-                           "runs": runs, "ref_losses": ref_losses}, f)
+                           "runs": runs, "ref_losses": ref_losses,
+                           "ref_times": ref_times[1:]}, f)
 
 
 if __name__ == "__main__":

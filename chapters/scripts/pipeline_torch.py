@@ -19,7 +19,7 @@ from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGP
 
 from tinygpt_torch import BATCH, BLOCKS, TinyGPT, batch, loss_fn
 
-STEPS, LR = 3, 3e-3
+STEPS, LR = 4, 3e-3          # step 0 warms up; 1-3 are timed
 SCHEDULES = {"GPipe": ScheduleGPipe, "1F1B": Schedule1F1B}
 
 
@@ -27,7 +27,7 @@ def timed(stage: PipelineStage, events: list) -> None:
     """Record the start and end of each forward and backward the stage computes (the
     waits for the other stage's tensors happen outside these two calls)."""
     for kind, name in (("F", "forward_one_chunk"), ("B", "backward_one_chunk")):
-        compute = getattr(stage, name)
+        compute = getattr(type(stage), name).__get__(stage)   # the stage's own method
 
         def run(chunk, *args, _compute=compute, _kind=kind, **kwargs):
             start = time.perf_counter()
@@ -42,17 +42,17 @@ def train(schedule: str, micro: int, rank: int, stages: int, device) -> dict:
     per_stage = BLOCKS // stages
     part = TinyGPT(blocks=range(rank * per_stage, (rank + 1) * per_stage)).to(device)
     stage = PipelineStage(part, rank, stages, device)
-    events = []
-    timed(stage, events)
     # the loss of each micro-batch is its mean; the schedule divides the summed
     # gradients by the number of micro-batches, so a step sees the whole batch's mean
     pipe = SCHEDULES[schedule](stage, n_microbatches=micro, loss_fn=loss_fn)
     opt = torch.optim.Adam(part.parameters(), lr=LR)
-    losses = []
+    losses, steps, times = [], [], []
     for step in range(STEPS):
         x, y = (t.to(device) for t in batch(step))
-        events.clear()                        # keep the last step's timeline
+        events = []
+        timed(stage, events)                  # this step's timeline
         dist.barrier()
+        start = time.perf_counter()
         if rank == 0:
             pipe.step(x)                      # the first stage gets the tokens
         else:
@@ -61,8 +61,10 @@ def train(schedule: str, micro: int, rank: int, stages: int, device) -> dict:
             losses.append(sum(v.item() for v in out) / micro)
         opt.step()
         opt.zero_grad()
-    return {"schedule": schedule, "micro": micro, "events": list(events),
-            "losses": losses, "state": part.state_dict()}
+        times.append(time.perf_counter() - start)
+        steps.append(events)
+    return {"schedule": schedule, "micro": micro, "steps": steps[1:],
+            "times": times[1:], "losses": losses, "state": part.state_dict()}
 
 
 def main() -> None:
@@ -82,13 +84,15 @@ def main() -> None:
 
     whole = TinyGPT().to(device)              # the reference: one process, whole model
     opt = torch.optim.Adam(whole.parameters(), lr=LR)
-    ref_losses = []
+    ref_losses, ref_times = [], []
     for step in range(STEPS):
         x, y = (t.to(device) for t in batch(step))
+        start = time.perf_counter()
         loss = loss_fn(whole(x), y)
         loss.backward()
         opt.step()
         opt.zero_grad()
+        ref_times.append(time.perf_counter() - start)
         ref_losses.append(loss.item())
     reference = whole.state_dict()
 
@@ -110,7 +114,7 @@ def main() -> None:
         for everyone in runs:
             head = f"{everyone[0]['schedule']:>5}, {everyone[0]['micro']} micro-batches"
             for s, run in enumerate(everyone):
-                order = " ".join(f"{k}{c}" for k, c, _, _ in run["events"])
+                order = " ".join(f"{k}{c}" for k, c, _, _ in run["steps"][-1])
                 print(f"{head if s == 0 else '':<24} stage {s}: {order}")
             diff = max(r["weight_diff"] for r in everyone)
             loss_diff = max(abs(a - b) for a, b in zip(everyone[-1]["losses"],
@@ -120,7 +124,8 @@ def main() -> None:
         if args.out:
             with open(args.out, "w") as f:
                 json.dump({"stages": stages, "device": device.type, "batch": BATCH,
-                           "runs": runs, "ref_losses": ref_losses}, f)
+                           "runs": runs, "ref_losses": ref_losses,
+                           "ref_times": ref_times[1:]}, f)
     dist.destroy_process_group()
 
 

@@ -172,13 +172,15 @@ def main() -> None:
 
     whole = TinyGPT()                         # the reference: one process, whole model
     opt = paddle.optimizer.Adam(learning_rate=LR, parameters=whole.parameters())
-    ref_losses = []
+    ref_losses, ref_times = [], []
     for step in range(STEPS):
         x, y = batch(step)
+        start = time.perf_counter()
         loss = loss_fn(whole(x), y)
         loss.backward()
         opt.step()
         opt.clear_grad()
+        ref_times.append(time.perf_counter() - start)
         ref_losses.append(float(loss))
     reference = whole.state_dict()
     start = TinyGPT().state_dict()
@@ -212,8 +214,8 @@ def main() -> None:
               + ", ".join(f"{r['strategy']} {r['weight_diff']:.1e}" for r in runs))
         if args.out:
             with open(args.out, "w") as f:
-                json.dump({"world": world, "device": args.device,
-                           "runs": runs, "ref_losses": ref_losses}, f)
+                json.dump({"world": world, "device": args.device, "runs": runs,
+                           "ref_losses": ref_losses, "ref_times": ref_times[1:]}, f)
 
 
 if __name__ == "__main__":

@@ -138,56 +138,80 @@ def optimizer_state(opt) -> list[torch.Tensor]:
             if isinstance(t, torch.Tensor)]
 
 
-def train(strategy: str, rank: int, world: int, device: torch.device) -> dict:
-    model, inner, opt = wrap(strategy, world, device)
-    watch = MemoryWatch(inner)
-    replicas = world // 2 if strategy == "2-D" else world
-    rows = BATCH // world                # this rank's slice of every batch
-    times, losses = [], []
-    for step in range(STEPS):
-        x, y = (t[rank * rows:(rank + 1) * rows].to(device) for t in batch(step))
-        last = step == STEPS - 1        # the step that is watched, not timed
-        watch.step_begins()
+class Run:
+    """One strategy's model, optimizer and measurements on this rank."""
+
+    def __init__(self, strategy: str, rank: int, world: int, device) -> None:
+        self.strategy, self.rank, self.world, self.device = strategy, rank, world, device
+        self.model, self.inner, self.opt = wrap(strategy, world, device)
+        self.watch = MemoryWatch(self.inner)
+        self.times, self.losses = [], []
+
+    def step(self, step: int) -> None:
+        rows = BATCH // self.world       # this rank's slice of every batch
+        x, y = (t[self.rank * rows:(self.rank + 1) * rows].to(self.device)
+                for t in batch(step))
+        last = step == STEPS - 1         # the step that is watched, not timed
+        self.watch.step_begins()
         log = Collectives() if last else contextlib.nullcontext()
-        saved = torch.autograd.graph.saved_tensors_hooks(watch.pack, lambda t: t)
+        saved = torch.autograd.graph.saved_tensors_hooks(self.watch.pack, lambda t: t)
         dist.barrier()
         start = time.perf_counter()
         with log, saved if last else contextlib.nullcontext():
-            loss = loss_fn(model(x), y)
+            loss = loss_fn(self.model(x), y)
             loss.backward()
-            grads = nbytes(p.grad for p in inner.parameters())
-            opt.step()
-            opt.zero_grad()
-        if device.type == "cuda":
+            self.grads = nbytes(p.grad for p in self.inner.parameters())
+            self.opt.step()
+            self.opt.zero_grad()
+        if self.device.type == "cuda":
             torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
+        self.times.append(time.perf_counter() - start)
+        if last:
+            self.collectives = log.calls
         mean = loss.detach().clone()
         dist.all_reduce(mean)            # the loss of the whole batch
-        losses.append(mean.item() / world)
-    state = {k: v.full_tensor() if isinstance(v, DTensor) else v
-             for k, v in inner.state_dict().items()}       # all-gathers the shards
-    return {"strategy": strategy, "replicas": replicas,
-            "memory": {"params": watch.peak_params, "grads": grads,
-                       "optimizer": nbytes(optimizer_state(opt)),
-                       "activations": sum(watch.saved.values())},
-            "stored_params": watch.shards or nbytes(inner.parameters()),
-            "collectives": log.calls, "times": times[1:-1], "losses": losses,
-            "state": state}
+        self.losses.append(mean.item() / self.world)
+
+    def result(self) -> dict:
+        state = {k: v.full_tensor() if isinstance(v, DTensor) else v   # gathers shards
+                 for k, v in self.inner.state_dict().items()}
+        return {"strategy": self.strategy,
+                "memory": {"params": self.watch.peak_params, "grads": self.grads,
+                           "optimizer": nbytes(optimizer_state(self.opt)),
+                           "activations": sum(self.watch.saved.values())},
+                "collectives": self.collectives, "times": self.times[1:-1],
+                "losses": self.losses, "state": state}
 
 
-def reference(device: torch.device) -> tuple[dict, list]:
-    """The whole model trained in this process on the whole batches."""
-    model = TinyGPT().to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=LR)
-    losses = []
-    for step in range(STEPS):
-        x, y = (t.to(device) for t in batch(step))
-        loss = loss_fn(model(x), y)
+class Reference:
+    """The whole model trained in this process on the whole batches (every rank at
+    once: the time of its steps says how fast a rank computes while all are busy)."""
+
+    def __init__(self, device) -> None:
+        self.device, self.model = device, TinyGPT().to(device)
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=LR)
+        self.times, self.losses = [], []
+
+    def step(self, step: int) -> None:
+        x, y = (t.to(self.device) for t in batch(step))
+        start = time.perf_counter()
+        loss = loss_fn(self.model(x), y)
         loss.backward()
-        opt.step()
-        opt.zero_grad()
-        losses.append(loss.item())
-    return model.state_dict(), losses
+        self.opt.step()
+        self.opt.zero_grad()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        self.times.append(time.perf_counter() - start)
+        self.losses.append(loss.item())
+
+
+def link_sweep(device: torch.device) -> list[dict]:
+    """A few timed collectives over all ranks (timed as the automatic-parallelism
+    chapter's mesh2d_torch.py times them), to fit the link's latency and bandwidth."""
+    from mesh2d_torch import timed
+    return [{"op": op, "ranks": dist.get_world_size(), "bytes": n,
+             "s": timed(op, n, None, device.type, repeats=3)}
+            for op in ("all_reduce", "all_gather") for n in (2**14, 2**17, 2**20)]
 
 
 def main() -> None:
@@ -206,15 +230,18 @@ def main() -> None:
         raise SystemExit(f"{BATCH} sequences per step do not split over {world} ranks")
     strategies = [s for s in args.strategies.split(",")
                   if s != "2-D" or (world >= 4 and world % 2 == 0)]
-    ref_state, ref_losses = reference(device)
     start = TinyGPT().to(device).state_dict()
-    runs = []
-    for strategy in strategies:
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-        run = train(strategy, rank, world, device)
-        if device.type == "cuda":
-            run["cuda_peak"] = torch.cuda.max_memory_allocated(device)
+    reference = Reference(device)
+    runs = [Run(s, rank, world, device) for s in strategies]
+    for step in range(STEPS):           # the strategies take turns, step by step, so
+        reference.step(step)            # that a burst of load on the machine slows
+        for run in runs:                # all of them, not one
+            run.step(step)
+    sweep = link_sweep(device)
+    ref_state, ref_losses = reference.model.state_dict(), reference.losses
+    results = []
+    for run in runs:
+        run = run.result()
         state = run.pop("state")
         run["weight_diff"] = max((state[k] - w).abs().max().item()
                                  for k, w in ref_state.items())
@@ -224,7 +251,8 @@ def main() -> None:
         everyone = [None] * world
         dist.all_gather_object(everyone, run["memory"])    # every rank's memory
         run["memory_per_rank"] = everyone
-        runs.append(run)
+        results.append(run)
+    runs = results
     if rank == 0:
         print(f"TinyGPT, {sum(w.numel() for w in ref_state.values())} parameters, "
               f"{STEPS} Adam steps on {world} ranks ({device.type})")
@@ -242,7 +270,8 @@ def main() -> None:
         if args.out:
             with open(args.out, "w") as f:
                 json.dump({"world": world, "device": device.type, "runs": runs,
-                           "ref_losses": ref_losses}, f)
+                           "ref_losses": ref_losses, "ref_times": reference.times[1:-1],
+                           "sweep": sweep}, f)
     dist.destroy_process_group()
 
 

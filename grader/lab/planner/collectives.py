@@ -3,7 +3,9 @@
 On ``p`` ranks, for a tensor of ``n`` bytes (the full, unsplit size):
 
 - all-reduce: ``2(p-1)`` steps, each rank sends ``2(p-1)/p * n`` bytes;
-- all-gather and reduce-scatter: ``p-1`` steps, ``(p-1)/p * n`` bytes.
+- all-gather and reduce-scatter: ``p-1`` steps, ``(p-1)/p * n`` bytes;
+- broadcast (pipelined along a ring, or one broadcast of ``n/p`` bytes from each rank,
+  as ZeRO-1 sends the parts it updated): ``p-1`` steps, ``(p-1)/p * n`` bytes.
 
 Time = steps * latency + bytes sent / bandwidth (latency "alpha" per step, one over the
 bandwidth "beta" per byte). :func:`fit_alpha_beta` finds the latency and bandwidth that
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 __all__ = ["OPS", "ring_steps", "ring_bytes", "collective_time", "LinkFit", "fit_alpha_beta",
            "fit_link"]
 
-OPS = ("all_reduce", "all_gather", "reduce_scatter")
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 
 
 def _check_op(op: str) -> None:
