@@ -1,6 +1,6 @@
 """TinyGPT in two pipeline stages in Paddle, GPipe and 1F1B schedules.
 
-    python -m paddle.distributed.launch --nproc_per_node 2 pipeline_paddle.py --out p.json
+    python -m paddle.distributed.launch --nproc_per_node 2 pipeline_paddle.py
     python -m paddle.distributed.launch --gpus 0,1 pipeline_paddle.py --device gpu
 
 First it tries Paddle's own pipeline (fleet's PipelineLayer and PipelineParallel) and
@@ -32,7 +32,8 @@ def fleet_pipeline(micro: int) -> None:
     class Head(paddle.nn.Layer):
         def __init__(self):
             super().__init__()
-            self.norm, self.out = paddle.nn.LayerNorm(WIDTH), paddle.nn.Linear(WIDTH, VOCAB)
+            self.norm = paddle.nn.LayerNorm(WIDTH)
+            self.out = paddle.nn.Linear(WIDTH, VOCAB)
 
         def forward(self, h):
             return self.out(self.norm(h))
@@ -125,8 +126,8 @@ def train(schedule: str, micro: int, rank: int) -> dict:
         times.append(time.perf_counter() - start)
         steps.append(events)
         losses.append(loss)
-    return {"schedule": schedule, "micro": micro, "steps": steps[1:], "times": times[1:],
-            "losses": losses, "state": part.state_dict()}
+    return {"schedule": schedule, "micro": micro, "steps": steps[1:],
+            "times": times[1:], "losses": losses, "state": part.state_dict()}
 
 
 def main() -> None:

@@ -99,7 +99,8 @@ def main() -> None:
     runs = []
     for micro in (int(m) for m in args.micro.split(",")):
         if BATCH % micro:
-            raise SystemExit(f"{BATCH} sequences do not split into {micro} micro-batches")
+            raise SystemExit(f"{BATCH} sequences do not split into {micro} "
+                             "micro-batches")
         for schedule in SCHEDULES:
             run = train(schedule, micro, rank, stages, device)
             state = run.pop("state")          # this stage's names are the whole model's
@@ -109,7 +110,7 @@ def main() -> None:
             dist.all_gather_object(everyone, run)
             runs.append(everyone)
     if rank == 0:
-        print(f"TinyGPT in {stages} stages on {device.type}, {BATCH} sequences per step, "
+        print(f"TinyGPT in {stages} stages on {device.type}, {BATCH} sequences a step, "
               f"{STEPS} Adam steps; last step per stage (F forward, B backward):")
         for everyone in runs:
             head = f"{everyone[0]['schedule']:>5}, {everyone[0]['micro']} micro-batches"

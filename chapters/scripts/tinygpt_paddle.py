@@ -20,9 +20,9 @@ class Block(nn.Layer):
     def __init__(self) -> None:
         super().__init__()
         self.norm1, self.norm2 = nn.LayerNorm(WIDTH), nn.LayerNorm(WIDTH)
-        # queries, keys and values in one product, weight (in, out). No bias: a bias of the
-        # keys adds the same to every score of a row, which softmax ignores; its gradient
-        # would be rounding noise, which Adam scales up to full-size steps.
+        # queries, keys and values in one product, weight (in, out). No bias: a bias of
+        # the keys adds the same to every score of a row, which softmax ignores; its
+        # gradient would be rounding noise, which Adam scales up to full-size steps.
         self.qkv = nn.Linear(WIDTH, 3 * WIDTH, bias_attr=False)
         self.proj = nn.Linear(WIDTH, WIDTH)
         self.mlp = nn.Sequential(nn.Linear(WIDTH, 4 * WIDTH), nn.GELU(),
@@ -48,7 +48,7 @@ class TinyGPT(nn.Layer):
     def __init__(self, blocks=range(BLOCKS)) -> None:
         super().__init__()
         paddle.seed(0)      # the same initial weights in every process and stage
-        full = [Block() for _ in range(BLOCKS)]        # built in full, then kept in part
+        full = [Block() for _ in range(BLOCKS)]     # built in full, then kept in part
         self.embed = nn.Embedding(VOCAB, WIDTH)
         self.norm, self.head = nn.LayerNorm(WIDTH), nn.Linear(WIDTH, VOCAB)
         # a dict keyed by the block's number: a stage's names match the full model's
@@ -59,7 +59,7 @@ class TinyGPT(nn.Layer):
             self.norm = self.head = None
 
     def forward(self, x: paddle.Tensor) -> paddle.Tensor:
-        h = self.embed(x) if self.embed is not None else x    # tokens (b, s) -> (b, s, w)
+        h = self.embed(x) if self.embed is not None else x   # (b, s) -> (b, s, w)
         for block in self.blocks.values():
             h = block(h)
         return self.head(self.norm(h)) if self.head is not None else h
@@ -67,7 +67,8 @@ class TinyGPT(nn.Layer):
 
 def loss_fn(logits: paddle.Tensor, targets: paddle.Tensor) -> paddle.Tensor:
     """Mean cross-entropy of the next-token predictions."""
-    return nn.functional.cross_entropy(logits.reshape([-1, VOCAB]), targets.reshape([-1]))
+    return nn.functional.cross_entropy(logits.reshape([-1, VOCAB]),
+                                       targets.reshape([-1]))
 
 
 def batch(step: int) -> tuple[paddle.Tensor, paddle.Tensor]:

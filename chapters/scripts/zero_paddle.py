@@ -1,16 +1,21 @@
 """ZeRO's stages in Paddle: what each rank holds and sends, and the weights it ends
 with, against training the whole model in one process.
 
-    python -m paddle.distributed.launch --nproc_per_node 2 zero_paddle.py --try-all
+    python -m paddle.distributed.launch --nproc_per_node 2 zero_paddle.py --all
     python -m paddle.distributed.launch --nproc_per_node 4 zero_paddle.py
-    python -m paddle.distributed.launch --gpus 0,1 zero_paddle.py --device gpu --try-all
+    python -m paddle.distributed.launch --gpus 0,1 zero_paddle.py --device gpu --all
+    python -m paddle.distributed.launch --gpus 0,1,2,3 zero_paddle.py --device gpu \
+        --dp 2
 
-Paddle has three ways to shard the optimizer. With --try-all the script tries each:
+Paddle has three ways to shard the optimizer. With --all the script tries each:
 
   dist.shard_optimizer(opt, dist.ShardingStage1/2/3("dp", mesh))   (auto-parallel API)
   paddle.distributed.sharding.group_sharded_parallel(model, opt, level="os"|"os_g"|
                                                      "p_g_os")      (stages 1, 2, 3)
   fleet's hybrid parallelism with sharding_degree > 1               (stage 1)
+
+(With --dp 2, fleet's ranks form a 2-D grid: ZeRO-1 inside groups of world/2 ranks, data
+parallel across the two groups.)
 
 Then it trains each of --strategies next to a whole copy of the model:
 
@@ -50,7 +55,7 @@ def counted(name: str):
 
 
 for _name in ("all_reduce", "reduce", "broadcast"):
-    setattr(dist, _name, counted(_name))   # fleet calls them as paddle.distributed.<name>
+    setattr(dist, _name, counted(_name))   # fleet calls paddle.distributed.<name>
 
 
 def nbytes(tensors) -> int:
@@ -149,24 +154,28 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--strategies", default="DP,ZeRO-1", help="DP, ZeRO-1 or both")
-    ap.add_argument("--try-all", action="store_true",
+    ap.add_argument("--dp", type=int, default=1,
+                    help="fleet's dp_degree: ZeRO-1 inside groups of world/dp ranks, "
+                         "data parallel across the groups (a 2-D grid)")
+    ap.add_argument("--all", action="store_true",
                     help="first try shard_optimizer and group_sharded_parallel")
     ap.add_argument("--out", help="JSON file for the results (written by rank 0)")
     args = ap.parse_args()
     paddle.set_device(args.device)
     world = dist.get_world_size()
-    if BATCH % world:
-        raise SystemExit(f"{BATCH} sequences per step do not split over {world} ranks")
+    if BATCH % world or world % args.dp:
+        raise SystemExit(f"{BATCH} sequences per step over {world} ranks in --dp "
+                         f"{args.dp} groups do not split evenly")
     strategies = args.strategies.split(",")
     if "ZeRO-1" in strategies:       # fleet: every rank in one sharding group
         strategy = fleet.DistributedStrategy()
-        strategy.hybrid_configs = {"dp_degree": 1, "mp_degree": 1, "pp_degree": 1,
-                                   "sharding_degree": world}
+        strategy.hybrid_configs = {"dp_degree": args.dp, "mp_degree": 1,
+                                   "pp_degree": 1, "sharding_degree": world // args.dp}
         fleet.init(is_collective=True, strategy=strategy)
     else:
         dist.init_parallel_env()
     rank = dist.get_rank()
-    if args.try_all:
+    if args.all:
         try_shard_optimizer(dist.ProcessMesh(list(range(world)), dim_names=["dp"]))
         try_group_sharded()
 

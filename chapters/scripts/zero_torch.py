@@ -63,7 +63,8 @@ class Collectives(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func.namespace == "c10d" and "barrier" not in func.__name__:
-            flat = [a for arg in args for a in (arg if isinstance(arg, list) else [arg])]
+            flat = [a for arg in args
+                    for a in (arg if isinstance(arg, list) else [arg])]
             tensors = [t for t in flat if isinstance(t, torch.Tensor)]
             group = next(dist.ProcessGroup.unbox(a) for a in flat  # (a C++ object)
                          if isinstance(a, torch.ScriptObject)
@@ -97,13 +98,15 @@ class MemoryWatch:
 
     def pack(self, t: torch.Tensor):       # autograd saves `t` for the backward pass
         ptr = t.untyped_storage().data_ptr()
-        params = {local(p).untyped_storage().data_ptr() for p in self.model.parameters()}
-        if ptr not in params:              # a weight saved by a product is not new memory
+        params = {local(p).untyped_storage().data_ptr()
+                  for p in self.model.parameters()}
+        if ptr not in params:        # a weight saved by a product is not new memory
             self.saved[ptr] = t.untyped_storage().nbytes()
         return t
 
     def step_begins(self) -> None:
-        self.shards = nbytes(p for p in self.model.parameters() if isinstance(p, DTensor))
+        self.shards = nbytes(p for p in self.model.parameters()
+                             if isinstance(p, DTensor))
         self.peak_params, self.saved = self.held_params(), {}
 
 
@@ -142,7 +145,8 @@ class Run:
     """One strategy's model, optimizer and measurements on this rank."""
 
     def __init__(self, strategy: str, rank: int, world: int, device) -> None:
-        self.strategy, self.rank, self.world, self.device = strategy, rank, world, device
+        self.strategy, self.rank, self.world = strategy, rank, world
+        self.device = device
         self.model, self.inner, self.opt = wrap(strategy, world, device)
         self.watch = MemoryWatch(self.inner)
         self.times, self.losses = [], []
