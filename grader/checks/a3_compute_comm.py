@@ -1,75 +1,49 @@
-"""Assignment 3: computation and communication at the same time.
+"""Assignment 3 (public checks): computation and communication at the same time.
 
-Students write ``sequential(device, clock, op, xs)`` and ``overlapped(device, clock, op,
-xs)``; each computes ``op(x)`` for every ``x`` on the device, brings every result to the
-host and returns ``(results, seconds)``. On the virtual device kernels and copies take
-known times, so the checks see whether results were read before their copy landed (NaN),
-whether the clock was read before the work was done, whether copies overlapped
-computation, and how many copies there were.
-
-This module holds what a student's notebook may import (the public checks and what
-they share with the hidden ones); the graded checks are the course's, in
-``exercises/hidden/a3_compute_comm.py`` (see :mod:`grader.grading.hidden`).
+Students write, in PyTorch or Paddle, ``sequential(torch, clock, op, xs)`` and
+``overlapped(torch, clock, op, xs)``: each computes ``op(x)`` for every ``x`` on the GPU,
+brings every result to the host and returns ``(results, seconds)``. These quick checks run
+them once on a simulated GPU (:mod:`grader.lab.sim`) and say whether they run and return
+one host result per input.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..lab.sim import Kernel, virtual_devices
+from ..lab.sim import fixed_kernel, host_value, place
 from .result import CheckResult
-from .support import StudentError, call, failed
+from .simulated import framework_problem, fresh, ms, student_failed
+from .support import StudentError, call
 
-KERNEL_S, COPY_S, N = 0.010, 0.008, 6
-SHAPE = (32, 32)
-
-
-def _affine(x):
-    return 2 * x + 1
+N = 4
 
 
-def test_kernel() -> Kernel:
-    return Kernel("affine", _affine, KERNEL_S)
-
-
-def _device():
-    nbytes = int(np.prod(SHAPE)) * 4
-    plan = virtual_devices(1, warmup_seconds=0.05, bandwidth=nbytes / COPY_S, copy_latency=0)
-    dev, clock = plan[0], plan.clock
-    xs_host = [np.full(SHAPE, i, np.float32) for i in range(N)]
-    xs = [dev.put(x) for x in xs_host]
-    dev.submit(test_kernel(), xs[0])     # warm the kernel up: warm-up is assignment 1's topic
-    dev.synchronize()
-    return dev, clock, xs, xs_host
-
-
-def _run(fn):
-    dev, clock, xs, xs_host = _device()
-    t0 = clock.now_ns
-    out = call(fn, dev, clock, test_kernel(), xs)
-    if not (isinstance(out, tuple) and len(out) == 2):
-        raise StudentError(f"{fn.__name__} must return (results, seconds), got {type(out).__name__}")
-    dev.synchronize()
-    recs = [r for r in dev.records if r.start_ns >= t0]
-    return out, xs_host, recs, (clock.now_ns - t0) / 1e9
-
-
-def _ms(t) -> str:
-    return f"{float(t) * 1e3:.2f} ms" if isinstance(t, (int, float, np.floating)) else repr(t)
-
-
-def _public(fn, name: str) -> CheckResult:
+def _public(fn, name: str, framework: str) -> CheckResult:
+    title = f"{name} runs"
+    if (bad := framework_problem(title, 1, framework)) is not None:
+        return bad
+    fw, m = fresh(framework, warmup_s=0.0)
+    xs = [place(fw, np.full((8, 8), i, np.float32)) for i in range(N)]
+    op = fixed_kernel(0.002, fn=lambda v: 2 * v + 1, name="op")
     try:
-        (res, secs), *_ = _run(fn)
+        out = call(fn, fw, m.clock.read, op, xs)
     except StudentError as e:
-        return failed(f"{name} runs", 1, e, "fix the error above")
-    if len(res) != N:
-        return CheckResult(f"{name} runs", 0, 1, f"return one result per input ({N})", seen=str(len(res)))
-    return CheckResult(f"{name} runs", 1, 1, f"{N} results, {_ms(secs)} (hidden tests check more)")
+        return student_failed(title, 1, e, framework)
+    if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], list)):
+        return CheckResult(title, 0, 1, f"{name} must return (list of results, seconds)",
+                           seen=type(out).__name__)
+    results, secs = out
+    on_host = sum(host_value(r) is not None for r in results)
+    if len(results) != N or on_host != N:
+        return CheckResult(title, 0, 1, f"return one host result per input ({N})",
+                           seen=f"{len(results)} results, {on_host} of them on the host")
+    return CheckResult(title, 1, 1, f"{N} host results, {ms(secs, 2)} (the grading checks "
+                       "check more)")
 
 
-def public_sequential(sequential) -> CheckResult:
-    return _public(sequential, "sequential")
+def public_sequential(sequential, framework: str = "torch") -> CheckResult:
+    return _public(sequential, "sequential", framework)
 
 
-def public_overlapped(overlapped) -> CheckResult:
-    return _public(overlapped, "overlapped")
+def public_overlapped(overlapped, framework: str = "torch") -> CheckResult:
+    return _public(overlapped, "overlapped", framework)

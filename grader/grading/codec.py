@@ -44,7 +44,6 @@ VALUE_TYPES = {
     "grader.lab.workers.TaskRecord": ("grader.lab.workers", "TaskRecord"),
     "grader.lab.planner.cost.Strategy": ("grader.lab.planner", "Strategy"),
     "grader.lab.planner.Strategy": ("grader.lab.planner", "Strategy"),  # before the split
-    "grader.checks.a5_vdevices.VRef": ("grader.checks.a5_vdevices", "VRef"),
 }
 _DTYPE_KINDS = "biufc"          # bool, int, uint, float, complex: no object, no structured
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 
 from grader.grading.authoring import fill_solutions, write
-from tests.checks import a5_solutions as s5, a6_solutions as s6, a7_solutions as s7, a8_solutions as s8
+from tests.checks import a6_solutions as s6, a7_solutions as s7, a8_solutions as s8
 
 ROOT = Path(__file__).resolve().parents[2]
 SUB = ROOT / "exercises" / "submitted"
@@ -59,12 +59,11 @@ def main() -> None:
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
     shutil.copy(ROOT / "exercises" / "nbgrader_config.py", COURSE)
     shutil.copytree(ROOT / "exercises" / "hidden", COURSE / "hidden")
-    for a in ("a5_dependencies", "a6_data_parallel", "a7_ring_allreduce", "a8_placements"):
+    for a in ("a6_data_parallel", "a7_ring_allreduce", "a8_placements"):   # a5: samples_a1_a5
         shutil.copytree(ROOT / "exercises" / "source" / a, COURSE / "source" / a)
         subprocess.run(["nbgrader", "generate_assignment", a, "--force"], cwd=COURSE, env=env,
                        check=True, capture_output=True)
     # alice: correct, and written differently from the reference
-    put("alice", "a5_dependencies", {"run_dag": src(s5.three_and_two, "run_dag")})
     put("alice", "a6_data_parallel", {
         "scatter": src(s6.scatter_by_hand, "scatter"),
         "replicate": "import copy\n\n" + src(s6.replicate_deepcopy, "replicate"),
@@ -78,15 +77,13 @@ def main() -> None:
             "links_by_collectives", "link_bytes")})
 
     # bob: partly correct
-    put("bob", "a5_dependencies", {"run_dag": src(s5.waits_after_each, "run_dag")})
     put("bob", "a6_data_parallel", ref("a6_data_parallel",   # one mistake: a plain mean of uneven chunks
         reduce_gradients=src(s6.reduce_plain_mean, "reduce_gradients")))
     put("bob", "a7_ring_allreduce", {"ring_all_reduce": src(s7.no_all_gather, "ring_all_reduce")})
     put("bob", "a8_placements", ref("a8_placements",         # one mistake: no backward communication
         link_bytes=src(s8.links_forward_only, "link_bytes")))
 
-    # carol: broken in different ways (a5 missing altogether)
-    shutil.rmtree(SUB / "carol" / "a5_dependencies", ignore_errors=True)
+    # carol: broken in different ways
     put("carol", "a6_data_parallel", {"scatter": "import os\n\ndef scatter(batch, n):\n    os._exit(1)   # kills the kernel"})
     put("carol", "a7_ring_allreduce", {"ring_all_reduce": src(s7.deadlock, "ring_all_reduce")})
     # a8: a right prediction, but the student edited one test cell and deleted the other;

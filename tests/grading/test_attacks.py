@@ -28,8 +28,14 @@ ROOT = Path(__file__).resolve().parents[2]
 EXERCISES = ROOT / "exercises"
 A1 = "a1_independent_ops"
 
-WRONG_TIME = "def time_work(device, clock, fn, *args, warmup=1, repeats=3):\n    return 0.02\n"
-NOT_DONE = "def independent_ops_experiment(device, clock, op, x, n=8):\n    raise NotImplementedError\n"
+HEAD = 'FRAMEWORK = "torch"\n\n\ndef time_work(torch, clock, fn, *args, warmup=1, repeats=3):\n'
+WRONG_TIME = HEAD + "    return 0.02\n"
+NOT_DONE = "def independent_ops_experiment(torch, clock, x, n=8):\n    raise NotImplementedError\n"
+# The operation the check hands time_work is a plain function whose length is in its
+# closure: an answer in the same process (grading in the kernel) can read it
+SECRET = ("def _secret(fn):\n    try:\n        return dict(zip(fn.__code__.co_freevars, "
+          "[c.cell_contents for c in fn.__closure__]))['seconds']\n    except Exception:\n"
+          "        return None\n")
 FORGED = ("from grader.checks.result import CheckResult\n"
           "_ok = lambda *a, **k: CheckResult('forged', 4, 4, 'ok')\n")
 
@@ -37,7 +43,7 @@ FORGED = ("from grader.checks.result import CheckResult\n"
 def in_body(code: str) -> str:
     """``time_work`` running ``code`` when the test calls it, then answering wrongly."""
     body = "".join(f"    {line}\n" for line in code.strip().splitlines())
-    return f"def time_work(device, clock, fn, *args, warmup=1, repeats=3):\n{body}    return 0.02\n"
+    return f"{HEAD}{body}    return 0.02\n"
 
 
 # name -> (time_work cell, forges in the kernel, where the judge stops it)
@@ -122,8 +128,9 @@ while f is not None:
     f = f.f_back"""), True,
         # the frames above the student's function in the kernel are remote.serve's
         "process boundary"),
-    "lying_float": (WRONG_TIME.replace("return 0.02", "return _Liar(0.5, fn.seconds)") + """
-class _Liar(float):   # 0.5 s, but converts to the kernel's own length and equals anything
+    "lying_float": (WRONG_TIME.replace("return 0.02", "return _Liar(0.5, _secret(fn) or 0.5)")
+        + SECRET + """
+class _Liar(float):   # 0.5 s, but converts to the operation's own length and equals anything
     def __new__(cls, value, says):
         self = super().__new__(cls, value)
         self.says = says
@@ -143,21 +150,18 @@ class _Liar(float):   # 0.5 s, but converts to the kernel's own length and equal
         # the kernel dies under the judged cell: DeadKernelError, the pipeline's crash
         # rounds score the cell 0
         "dead kernel"),
-    "globals_through_the_checks_objects": (in_body("""_g = {}
-try:
-    _g = fn.fn.__globals__            # the check module's globals, in one process
-except Exception:
-    try:                              # the raw channel: ask the judge for __globals__ itself
-        _ch = object.__getattribute__(fn, "_channel")
-        _g = _ch.request("getattr", object.__getattribute__(fn, "_handle"), name="__globals__")
-    except Exception:
-        pass
-try:   # every measurement the check makes becomes the kernel's own length
-    _g["call"] = lambda f, device, clock, kernel, *a, **k: kernel.seconds
-except Exception:
-    pass"""), True,
-        # the kernel holds a proxy of the judge's Kernel; the judge answers no attribute that
-        # starts with "_", and a function's globals never leave it
+    "private_state_of_the_checks_objects": (HEAD + """    seconds = _secret(fn)          # the operation's length, in one process
+    if seconds is None:
+        try:                           # the raw channel: ask the judge for __closure__ itself
+            _ch = object.__getattribute__(fn, "_channel")
+            _ch.request("getattr", object.__getattribute__(fn, "_handle"), name="__closure__")
+        except Exception:
+            pass
+    return seconds if seconds is not None else 0.02
+""" + SECRET, True,
+        # the kernel holds a proxy of the judge's function; the judge answers no attribute
+        # that starts with "_" (no __closure__, __code__, __globals__), and the simulated
+        # framework keeps its machine and costs in such attributes too
         "allowlist of public attributes"),
     "tamper_with_the_channel": (WRONG_TIME + """import grader.grading.remote as _r
 def _evil(self, msg):
