@@ -80,9 +80,96 @@ def test_the_unit_clock_gives_the_bubble_formula_for_1f1b_and_gpipe():
             assert 1 - busy / span == pytest.approx(planner.bubble_fraction(p, m))
 
 
-def test_the_accounting_agrees_with_the_planners_formula():
-    for n, r, s in a9.MEMORY_CASES:
-        assert a9.zero_bytes(n, r, s) == pytest.approx(planner.zero_memory(n, r, s))
+def test_the_accounting_agrees_with_the_planner_where_the_chapters_tools_follow_zero():
+    """The chapter's planner prices the gradients and optimizer state of every stage, and
+    the parameters of stages 0 and 1, as ZeRO does; a9 asks for ZeRO's own table."""
+    tiny = planner.Transformer(vocab=128, width=64, heads=4, blocks=4, seq=32, batch=16)
+    for ranks in (2, 4):
+        gpus = planner.with_devices(planner.PRESETS["8 GPUs NVLink"], ranks)
+        for stage in range(4):
+            plan = planner.Plan(dp=ranks, zero=stage)
+            held = planner.predict_plan(tiny, plan, gpus).memory_terms
+            want = a9.zero_bytes(tiny.params, ranks, stage)
+            kinds = ("params", "grads", "optimizer") if stage < 2 else ("grads", "optimizer")
+            assert {k: held[k] for k in kinds} == pytest.approx({k: want[k] for k in kinds})
+
+
+def _zero_bytes_from_the_planner(n_params, ranks, stage, bytes_per_value=4,
+                                 optimizer_values=2):
+    """What a student might try: the planner's memory for the smallest transformer whose
+    parameter count is nearest n_params (width 1: 3 x vocab + 24 parameters)."""
+    model = planner.Transformer(vocab=max(1, round((n_params - 24) / 3)), width=1,
+                                heads=1, blocks=1, seq=1, batch=ranks,
+                                itemsize=bytes_per_value, opt_states=optimizer_values)
+    gpus = planner.with_devices(planner.PRESETS["8 GPUs NVLink"], ranks)
+    plan = planner.Plan(dp=ranks, zero=stage) if ranks > 1 else planner.Plan()
+    held = planner.predict_plan(model, plan, gpus).memory_terms
+    return {k: held[k] for k in ("params", "grads", "optimizer")}
+
+
+def test_the_planner_does_not_hand_over_zeros_table():
+    """The planner has no function of ZeRO's table: its memory is a model's, and it
+    prices the parameters of stages 2 and 3 as FSDP holds them (the gathered model
+    beside the shards; the shard and two gathered units), so an answer built on it
+    scores only stage 0, stage 1 and the sizes, what the chapter's table states."""
+    assert not any("zero" in n.lower() and "memory" in n.lower() for n in dir(planner))
+    r = a9.check_zero_bytes(_zero_bytes_from_the_planner)
+    assert r.points == 3, r
+    assert "stage 2" in r.message
+
+
+def _importable_callables():
+    """Every function and class (private ones too) of the modules near a9's subject that
+    a student's kernel can import: a9's public checks and what all checks share, the
+    planner, the sharding chapter's chores. (The other assignments' check modules are
+    about other subjects, and some build large inputs from any integers.)"""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import grader.checks
+    import grader.lab.planner
+
+    names = [i.name for pkg in (grader.checks, grader.lab.planner)
+             for i in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".")
+             if not i.name.startswith("grader.checks.a") or ".a9_" in i.name]
+    names += ["grader.checks", "grader.lab.planner", "grader.lab.shard_measure", "grader.lab.shard_tables",
+              "grader.lab.shard_figures", "grader.lab.plan_explorer"]
+    for name in names:
+        module = importlib.import_module(name)
+        for n, obj in vars(module).items():
+            if (inspect.isfunction(obj) or inspect.isclass(obj)) \
+                    and getattr(obj, "__module__", "") == name:
+                yield f"{name}.{n}", obj
+
+
+def test_no_importable_function_of_the_course_answers_a9():
+    """Called as zero_bytes or as one_f_one_b, none of them scores a point beyond what
+    a9's hidden checks give an answer that raises."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    found, tried = [], 0
+    for name, fn in _importable_callables():
+        tried += 1
+        try:
+            memory = a9.check_zero_bytes(fn).points
+        except Exception:      # noqa: BLE001 - a crash is no answer
+            memory = 0
+        try:
+            schedule = a9.check_schedule(fn).points
+        except Exception:      # noqa: BLE001
+            schedule = 0
+        if memory or schedule:
+            found.append((name, memory, schedule))
+        plt.close("all")
+    assert tried > 40
+    assert not found, found
+    # the same probe finds an answer where there is one: the hidden module's own
+    assert a9.check_zero_bytes(a9.zero_bytes).points == 5
+    assert a9.check_schedule(a9.one_f_one_b).points == 5
 
 
 def test_the_same_submission_gets_the_same_score_ten_times():

@@ -19,7 +19,7 @@ from .layouts import (CONVERT, DP_SYNC, GIVES, NEEDS, PLACEMENTS, Collective, co
                       comm_plan)
 from .search import best_strategy, enumerate_strategies, rank_correlation
 from .sharded import (SCHEDULES, Plan, PlanPrediction, Transformer, bubble_fraction,
-                      plan_search, plans_for, predict_plan, zero_memory)
+                      plan_search, plans_for, predict_plan)
 
 __all__ = ["Cluster", "Link", "PRESETS", "calibrated_cluster", "with_devices", "fmt_bytes",
            "OPS", "LinkFit", "collective_time", "fit_alpha_beta", "fit_link", "ring_bytes",
@@ -27,5 +27,5 @@ __all__ = ["Cluster", "Link", "PRESETS", "calibrated_cluster", "with_devices", "
            "memory_terms", "PLACEMENTS", "NEEDS", "GIVES", "CONVERT", "DP_SYNC",
            "Collective", "comm_plan", "comm_bytes", "enumerate_strategies",
            "best_strategy", "rank_correlation", "Transformer", "Plan", "PlanPrediction",
-           "predict_plan", "plan_search", "plans_for", "zero_memory", "bubble_fraction",
+           "predict_plan", "plan_search", "plans_for", "bubble_fraction",
            "SCHEDULES"]

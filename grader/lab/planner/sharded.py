@@ -36,7 +36,7 @@ from .cluster import Cluster
 from .collectives import collective_time, ring_bytes
 
 __all__ = ["Transformer", "Plan", "PlanPrediction", "predict_plan", "plan_search",
-           "plans_for", "collectives", "zero_memory", "bubble_fraction", "SCHEDULES"]
+           "plans_for", "collectives", "bubble_fraction", "SCHEDULES"]
 
 SCHEDULES = ("GPipe", "1F1B")
 
@@ -55,6 +55,19 @@ class Transformer:
     batch: int
     itemsize: int = 4
     opt_states: int = 2
+
+    def __post_init__(self) -> None:
+        sizes = {"vocab": self.vocab, "width": self.width, "heads": self.heads,
+                 "blocks": self.blocks, "seq": self.seq, "batch": self.batch,
+                 "itemsize": self.itemsize, "opt_states": self.opt_states}
+        bad = [f"{k}={v!r}" for k, v in sizes.items()
+               if not isinstance(v, int) or v < (0 if k == "opt_states" else 1)]
+        if bad:
+            raise ValueError("a transformer's sizes are whole numbers of at least 1 "
+                             f"(opt_states at least 0): {', '.join(bad)}")
+        if self.width % self.heads:
+            raise ValueError(f"width {self.width} does not split into {self.heads} heads: "
+                             "choose a width that is a multiple of heads")
 
     @property
     def block_params(self) -> int:
@@ -148,21 +161,11 @@ def bubble_fraction(pp: int, micro: int) -> float:
     return (pp - 1) / (micro + pp - 1)
 
 
-def zero_memory(params: float, ranks: int, stage: int, itemsize: int = 4,
-                opt_states: int = 2) -> dict[str, float]:
-    """ZeRO's accounting of model states per rank (Rajbhandari et al.): parameters,
-    gradients and optimizer state, ``stage`` of them split over ``ranks``."""
-    if stage not in (0, 1, 2, 3):
-        raise ValueError(f"ZeRO has stages 0 (none) to 3, not {stage}")
-    p = params * itemsize
-    return {"params": p / ranks if stage >= 3 else p,
-            "grads": p / ranks if stage >= 2 else p,
-            "optimizer": opt_states * p / ranks if stage >= 1 else opt_states * p}
-
-
 def _check(model: Transformer, plan: Plan) -> None:
     problems = []
-    if plan.zero not in (0, 1, 2, 3) or (plan.zero and plan.dp == 1):
+    if plan.zero not in (0, 1, 2, 3):
+        problems.append(f"ZeRO has stages 0 (none) to 3, not {plan.zero!r}")
+    elif plan.zero and plan.dp == 1:
         problems.append(f"ZeRO-{plan.zero} needs data-parallel ranks (dp > 1)")
     if plan.replicas > 1 and (plan.zero != 3 or plan.dp % plan.replicas):
         problems.append("replicas split the data-parallel ranks of a ZeRO-3 plan")
@@ -190,13 +193,16 @@ def _stage_params(model: Transformer, plan: Plan) -> tuple[float, float]:
 
 
 def _memory(model: Transformer, plan: Plan) -> dict[str, float]:
-    n, it = plan.shard, model.itemsize
+    n, it, z = plan.shard, model.itemsize, plan.zero
     stage, block = _stage_params(model, plan)
-    mem = zero_memory(stage, n, plan.zero, it, model.opt_states)
-    if plan.zero == 2:
-        mem["params"] = stage * it * (1 + 1 / n)
-    elif plan.zero == 3:
-        mem["params"] = stage * it / n + 2 * (1 - 1 / n) * block * it
+    whole = stage * it
+    # as this chapter's tools hold them at the peak of a step (see the module's text):
+    # FSDP's stage 2 keeps the gathered model beside its shards, its stage 3 the shards
+    # and the two units gathered at a time
+    params = {0: whole, 1: whole, 2: whole * (1 + 1 / n),
+              3: whole / n + 2 * (1 - 1 / n) * block * it}[z]
+    mem = {"params": params, "grads": whole / n if z >= 2 else whole,
+           "optimizer": model.opt_states * whole / (n if z >= 1 else 1)}
     tokens = model.batch // plan.dp // plan.micro * model.seq
     in_flight = plan.micro if plan.schedule == "GPipe" else min(plan.pp, plan.micro)
     per_block, edges = model.activation_bytes(plan.tp)

@@ -16,14 +16,25 @@ def test_the_transformer_counts_tinygpts_parameters():
     assert TINY.block_params == 49_792
 
 
-def test_zero_memory_is_zeros_table():
-    n, p = 1000, 4000
-    assert P.zero_memory(n, 4, 0) == {"params": p, "grads": p, "optimizer": 2 * p}
-    assert P.zero_memory(n, 4, 1) == {"params": p, "grads": p, "optimizer": p / 2}
-    assert P.zero_memory(n, 4, 2) == {"params": p, "grads": p / 4, "optimizer": p / 2}
-    assert P.zero_memory(n, 4, 3) == {"params": p / 4, "grads": p / 4, "optimizer": p / 2}
+def test_the_plans_model_states_follow_zeros_table_where_the_tools_do():
+    """Stages 0 and 1 and every stage's gradients and optimizer state are ZeRO's table;
+    the parameters of stages 2 and 3 are as FSDP holds them (next test)."""
+    c, p = cluster(4), TINY.params * 4
+    mem = {z: P.predict_plan(TINY, P.Plan(dp=4, zero=z), c).memory_terms for z in range(4)}
+    assert [mem[z]["params"] for z in (0, 1)] == [p, p]
+    assert [mem[z]["grads"] for z in range(4)] == [p, p, p / 4, p / 4]
+    assert [mem[z]["optimizer"] for z in range(4)] == [2 * p, p / 2, p / 2, p / 2]
     with pytest.raises(ValueError, match="stages 0"):
-        P.zero_memory(n, 4, 4)
+        P.predict_plan(TINY, P.Plan(dp=4, zero=4), c)
+
+
+def test_a_transformer_with_impossible_sizes_says_which():
+    with pytest.raises(ValueError, match="width=0"):
+        P.Transformer(vocab=10, width=0, heads=1, blocks=1, seq=1, batch=1)
+    with pytest.raises(ValueError, match="blocks=0"):
+        P.Transformer(vocab=10, width=8, heads=1, blocks=0, seq=1, batch=1)
+    with pytest.raises(ValueError, match="multiple of heads"):
+        P.Transformer(vocab=10, width=10, heads=4, blocks=1, seq=1, batch=1)
 
 
 def test_the_plans_memory_follows_the_chapters_mechanisms():
