@@ -14,7 +14,7 @@ from grader.checks.a9_zero_pipeline import KINDS, normalise_memory, normalise_sc
 from grader.checks.result import CheckResult
 from grader.checks.support import StudentError, call, result
 
-__all__ = ["zero_bytes", "one_f_one_b", "simulate", "MEMORY_CASES", "VALUE_CASES",
+__all__ = ["zero_bytes", "one_f_one_b", "unit_clock", "MEMORY_CASES", "VALUE_CASES",
            "SCHEDULE_CASES", "MISTAKES", "check_zero_bytes", "check_schedule", "check_all"]
 
 MISTAKES = {
@@ -154,7 +154,7 @@ def one_f_one_b(stages: int, micro: int) -> list[list[tuple[str, int]]]:
     return out
 
 
-def simulate(schedule, stages: int, micro: int):
+def unit_clock(schedule, stages: int, micro: int):
     """Run the stages' orders on the unit clock. Returns ``(makespan, in_flight)``, the
     most micro-batches each stage held between its forward and its backward, or a
     string saying why the order cannot run."""
@@ -207,7 +207,7 @@ def check_schedule(fn: Callable) -> CheckResult:
     try:
         for p, m in SCHEDULE_CASES:
             sched = normalise_schedule(call(fn, p, m), p)
-            seen[(p, m)] = (sched, simulate(sched, p, m))
+            seen[(p, m)] = (sched, unit_clock(sched, p, m))
     except StudentError as e:
         return CheckResult(name, 0, 5, str(e), hint="run the public check above")
     except (TypeError, ValueError) as e:
@@ -226,7 +226,7 @@ def check_schedule(fn: Callable) -> CheckResult:
         bound = [min(p - s, m) for s in range(p)]
         if memory_fail is None and any(f > b for f, b in zip(in_flight, bound)):
             memory_fail = (p, m, in_flight, bound)
-        best, _ = simulate(one_f_one_b(p, m), p, m)
+        best, _ = unit_clock(one_f_one_b(p, m), p, m)
         if time_fail is None and span > best:
             time_fail = (p, m, span, best)
     parts = []

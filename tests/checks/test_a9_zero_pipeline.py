@@ -75,7 +75,7 @@ def test_the_released_stubs_fail_the_public_checks():
 def test_the_unit_clock_gives_the_bubble_formula_for_1f1b_and_gpipe():
     for p, m in a9.SCHEDULE_CASES:
         for schedule in (a9.one_f_one_b(p, m), sol.schedule_gpipe(p, m)):
-            span, _ = a9.simulate(a9_public.normalise_schedule(schedule, p), p, m)
+            span, _ = a9.unit_clock(a9_public.normalise_schedule(schedule, p), p, m)
             busy = m * (a9.F_TIME + a9.B_TIME)
             assert 1 - busy / span == pytest.approx(planner.bubble_fraction(p, m))
 

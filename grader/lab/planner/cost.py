@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from .cluster import Cluster
 from .collectives import collective_time
-from .layouts import Collective, check_plan, comm_plan
+from .layouts import Collective, comm_plan, validate_plan
 
 __all__ = ["Strategy", "Prediction", "predict", "compute_flops", "memory_terms"]
 
@@ -132,7 +132,7 @@ def predict(dims: list[int], batch: int, strategy: Strategy, cluster: Cluster,
             itemsize: int = 4, opt_states: int = 0, dp_sync: str = "fused") -> Prediction:
     """Step time and memory per device of ``strategy`` on ``cluster``."""
     pl = strategy.placements
-    check_plan(dims, pl)
+    validate_plan(dims, pl)
     if strategy.dp * strategy.tp != cluster.n:
         raise ValueError(f"{strategy} uses {strategy.dp * strategy.tp} devices, "
                          f"{cluster.name} has {cluster.n}")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from .collectives import ring_bytes
 
-__all__ = ["PLACEMENTS", "NEEDS", "GIVES", "CONVERT", "Collective", "check_plan", "comm_plan",
+__all__ = ["PLACEMENTS", "NEEDS", "GIVES", "CONVERT", "Collective", "validate_plan", "comm_plan",
            "comm_bytes", "DP_SYNC"]
 
 PLACEMENTS = ("R", "col", "row")
@@ -49,7 +49,7 @@ class Collective:
     group: str = "tp"
 
 
-def check_plan(dims, placements) -> None:
+def validate_plan(dims, placements) -> None:
     if len(placements) != len(dims) - 1:
         raise ValueError(f"{len(dims) - 1} layers need {len(dims) - 1} placements, "
                          f"got {len(placements)}")
@@ -64,7 +64,7 @@ def comm_plan(dims: list[int], placements, batch: int, tp: int = 2, dp: int = 1,
     data-parallel gradient all-reduce). ``dims = [in, hidden..., out]``; ``batch`` is the
     global batch, split over ``dp`` replicas."""
     placements = tuple(placements)
-    check_plan(dims, placements)
+    validate_plan(dims, placements)
     if batch % dp:
         raise ValueError(f"batch {batch} does not split over dp={dp}")
     if dp_sync not in DP_SYNC:

@@ -36,7 +36,7 @@ from .cluster import Cluster
 from .collectives import collective_time, ring_bytes
 
 __all__ = ["Transformer", "Plan", "PlanPrediction", "predict_plan", "plan_search",
-           "plans_for", "collectives", "bubble_fraction", "SCHEDULES"]
+           "plans_for", "step_collectives", "bubble_fraction", "SCHEDULES"]
 
 SCHEDULES = ("GPipe", "1F1B")
 
@@ -210,7 +210,8 @@ def _memory(model: Transformer, plan: Plan) -> dict[str, float]:
     return mem
 
 
-def collectives(model: Transformer, plan: Plan) -> list[tuple[str, float, int, int, str]]:
+def step_collectives(model: Transformer, plan: Plan
+                     ) -> list[tuple[str, float, int, int, str]]:
     """The collectives of one step: (op, bytes of the whole tensor, ranks, stride of the
     group's ranks, "dp" or "tp")."""
     it, m, n = model.itemsize, plan.micro, plan.shard
@@ -250,7 +251,7 @@ def predict_plan(model: Transformer, plan: Plan, cluster: Cluster) -> PlanPredic
     terms = {"compute": compute * (m + plan.pp - 1) / m,     # the bubble stretches it
              "dp communication": 0.0, "tp communication": 0.0}
     sent = 0.0
-    for op, size, ranks, stride, group in collectives(model, plan):
+    for op, size, ranks, stride, group in step_collectives(model, plan):
         link = cluster.link(ranks, stride)
         terms[f"{group} communication"] += collective_time(op, size, ranks,
                                                            link.bandwidth, link.latency)
