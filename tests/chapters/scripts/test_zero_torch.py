@@ -37,8 +37,12 @@ def test_every_strategy_trains_to_the_one_process_weights(launched):
 def test_memory_per_rank_falls_as_zeros_stages_predict(launched):
     n = launched["world"]
     runs = _runs(launched)
-    for r in runs.values():                  # every rank holds the same amounts
-        assert all(m == r["memory_per_rank"][0] for m in r["memory_per_rank"][1:])
+    for r in runs.values():                  # every rank holds the same amounts, but
+        first = r["memory_per_rank"][0]      # ZeRO-1's whole tensors: shares about equal
+        for m in r["memory_per_rank"][1:]:
+            assert {k: m[k] for k in ("params", "grads", "activations")} == \
+                {k: first[k] for k in ("params", "grads", "activations")}, r["strategy"]
+            assert m["optimizer"] == pytest.approx(first["optimizer"], rel=0.05)
     mem = {k: r["memory"] for k, r in runs.items()}
     assert mem["DP"]["params"] == mem["DP"]["grads"] == MODEL_BYTES
     assert mem["DP"]["optimizer"] == pytest.approx(2 * MODEL_BYTES, abs=4096)
