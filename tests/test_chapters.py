@@ -25,6 +25,13 @@ EXPERIMENT_PAGES = ["toolkit", "async", "multidevice", "communication", "data_pa
 # cell (or a script the page shows in full). Pages are added as they are rewritten in
 # the frameworks' own APIs.
 API: dict[str, dict[str, list[str]]] = {
+    "auto_parallel": {
+        "torch": ["init_device_mesh", "distribute_tensor", "Shard", "Replicate", "Partial",
+                  "redistribute", "parallelize_module", "ColwiseParallel",
+                  "RowwiseParallel", "torchrun"],
+        "paddle": ["ProcessMesh", "shard_tensor", "reshard", "Shard", "Replicate",
+                   "Partial", "shard_layer", "paddle.distributed.launch"],
+    },
     "toolkit": {
         "torch": ["torch.cuda.is_available", "torch.cuda.device_count", "torch.device(",
                   "torch.accelerator", "torch.get_device_module", "device=", ".to(device)",
@@ -91,13 +98,6 @@ API: dict[str, dict[str, list[str]]] = {
                    "find_unused_parameters", "fp16_allreduce", "--master", "--nnodes",
                    "PaddleJob"],
     },
-    "auto_parallel": {
-        "torch": ["init_device_mesh", "distribute_tensor", "Shard", "Replicate", "Partial",
-                  "redistribute", "parallelize_module", "ColwiseParallel",
-                  "RowwiseParallel", "torchrun"],
-        "paddle": ["ProcessMesh", "shard_tensor", "reshard", "Shard", "Replicate",
-                   "Partial", "shard_layer", "paddle.distributed.launch"],
-    },
     "sharding": {
         "torch": ["fully_shard", "reshard_after_forward", "ZeroRedundancyOptimizer",
                   "DistributedDataParallel", "DTensor", "to_local", "init_device_mesh",
@@ -107,7 +107,8 @@ API: dict[str, dict[str, list[str]]] = {
                    "ProcessMesh", "group_sharded_parallel", "fleet.init",
                    "sharding_degree", "fleet.distributed_optimizer", "paddle.DataParallel",
                    "saved_tensors_hooks", "PipelineLayer", "train_batch", "dist.send",
-                   "dist.recv", "paddle.autograd.backward", "paddle.distributed.launch"],
+                   "dist.recv", "paddle.autograd.backward", "paddle.distributed.launch",
+                   "paddle.device.cuda"],
     },
 }
 

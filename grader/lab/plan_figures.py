@@ -103,15 +103,15 @@ def sweep_figure(fits: dict[str, P.LinkFit]):
 
 
 def prediction_figure(rows_by_label: dict[str, list]):
-    """Predicted and measured step time of each plan (the bar to the range of the
-    measured steps), per framework."""
+    """Predicted and measured step time of each plan (the fastest step, whiskers to the
+    range of the measured steps), per framework."""
     fig, axes = plt.subplots(1, len(rows_by_label), figsize=(5 * len(rows_by_label), 3.4),
                              squeeze=False, sharey=True)
     for ax, (label, rows) in zip(axes[0], rows_by_label.items()):
         y = np.arange(len(rows))
         ax.barh(y - 0.2, [r.predicted.step_s * 1e3 for r in rows], 0.4, label="predicted")
         med = np.array([r.measured_s * 1e3 for r in rows])
-        ax.barh(y + 0.2, med, 0.4, label="measured (median)")
+        ax.barh(y + 0.2, med, 0.4, label="measured (fastest step)")
         err = np.array([[m - r.low_s * 1e3 for m, r in zip(med, rows)],
                         [r.high_s * 1e3 - m for m, r in zip(med, rows)]])
         ax.errorbar(med, y + 0.2, xerr=err, fmt="none", ecolor="black", lw=0.8,

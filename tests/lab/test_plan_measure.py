@@ -21,7 +21,7 @@ def runs(unsplit=0.01, overhead=0.002):
     for plan in ("4x1:R,R,R", "1x4:R,R,R", "1x4:col,row,R", "2x2:col,row,R"):
         s = P.Strategy.parse(plan)
         t = P.predict(DIMS, BATCH, s, cluster, dp_sync="per_weight").step_s
-        plans.append({"plan": plan, "step_s": [t * 0.9, t, t * 1.2],
+        plans.append({"plan": plan, "step_s": [t * 1.1, t, t * 1.3],
                       "unsplit_step_s": [unsplit] * 3,
                       "collectives": M.planned_collectives(DIMS, BATCH, s)})
     return {"world": 4, "dims": DIMS, "batch": BATCH, "plans": plans}
