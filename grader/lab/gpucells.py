@@ -285,11 +285,9 @@ def _translate(source: str, cwd: Path) -> str:
     return "\n".join(out)
 
 
-def _shell(cwd: Path, failed: list[str] | None = None):
+def _shell(cwd: Path):
     # As in the book build: the running environment's own commands (torchrun, python)
-    # come first on PATH, even when that environment is not activated. Like IPython, a
-    # failing command does not stop the cell; ``failed`` collects it, so that the cell is
-    # recorded as an error and not as a GPU result.
+    # come first on PATH, even when that environment is not activated.
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
 
@@ -300,8 +298,9 @@ def _shell(cwd: Path, failed: list[str] | None = None):
         sys.stdout.write(p.stderr)
         if p.returncode:
             print(f"(exit status {p.returncode}: {shlex.quote(cmd)})")
-            if failed is not None:
-                failed.append(f"`{cmd}` exited with status {p.returncode}")
+            # as in IPython the cell goes on; its record says the command failed
+            run.failed.append(f"exit status {p.returncode}: {cmd}")
+    run.failed = []
     return run
 
 
@@ -326,8 +325,7 @@ def run_cells(page: str | Path, framework: str, *, only_gpu: bool = False,
     cwd = path.parent
     _glue_stub()
     os.environ.setdefault("MPLBACKEND", "Agg")
-    failed: list[str] = []
-    ns: dict[str, Any] = {"__name__": "__main__", "__shell": _shell(cwd, failed),
+    ns: dict[str, Any] = {"__name__": "__main__", "__shell": _shell(cwd),
                           "display": lambda *a, **k: print(*a)}
     results: dict[str, dict] = {}
     old = Path.cwd()
@@ -351,7 +349,7 @@ def run_cells(page: str | Path, framework: str, *, only_gpu: bool = False,
                     error = f"needs {cell.gpus} GPUs; this machine has {have}"
                     src = "pass"
             missing = ""  # a shared cell that needs the other framework, absent here
-            failed.clear()
+            ns["__shell"].failed.clear()
             with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
                 try:
                     exec(compile(src, f"<{path.stem}:cell {cell.index}>", "exec"), ns)
@@ -367,8 +365,8 @@ def run_cells(page: str | Path, framework: str, *, only_gpu: bool = False,
                         missing = exc.name.split(".")[0]
                     else:
                         error = "".join(traceback.format_exception(exc))[-4000:]
-            if failed and not error:
-                error = "; ".join(failed)
+            if ns["__shell"].failed and not error:   # a launcher that failed fails its cell
+                error = "shell command failed: " + "; ".join(ns["__shell"].failed)
             seconds = time.perf_counter() - t0
             figures = _figures()
             if log:

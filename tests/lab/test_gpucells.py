@@ -159,24 +159,6 @@ def test_shell_lines_and_writefile_cells_run_without_ipython(tmp_path):
     assert "hello from a script" in res["torch:run"]["stdout"]
 
 
-def test_a_failing_shell_command_makes_the_cell_an_error_not_a_gpu_result(tmp_path):
-    # `!torchrun --nproc_per_node gpu ...` on a machine where it fails must not be
-    # recorded (and shown) as what the GPU printed
-    p = tmp_path / "f.md"
-    p.write_text(textwrap.dedent('''\
-        ```{code-cell} ipython3
-        :tags: [torch, skip-execution]
-        :gpu-cell: run
-        !python3 -c "import sys; print('before'); sys.exit(3)"
-        print("after")
-        ```
-        '''))
-    res = gpucells.run_cells(p, "torch")
-    assert "exited with status 3" in res["torch:run"]["error"]
-    assert res["torch:run"]["stdout"].split()[0] == "before"
-    assert "after" in res["torch:run"]["stdout"]  # like IPython, the cell goes on
-
-
 def test_a_shell_command_continued_with_a_backslash_is_one_command(tmp_path):
     p = tmp_path / "c.md"
     p.write_text(textwrap.dedent('''\
@@ -191,6 +173,28 @@ def test_a_shell_command_continued_with_a_backslash_is_one_command(tmp_path):
     res = gpucells.run_cells(p, "torch")
     assert res["torch:run"]["error"] == ""
     assert res["torch:run"]["stdout"].split() == ["one", "two", "after"]
+
+
+def test_a_failing_shell_command_fails_its_cell_after_the_rest_of_it_ran(tmp_path):
+    p = tmp_path / "f.md"
+    p.write_text(textwrap.dedent('''\
+        ```{code-cell} ipython3
+        :tags: [torch, skip-execution]
+        :gpu-cell: bad
+        !exit 3
+        print("after")
+        ```
+
+        ```{code-cell} ipython3
+        :tags: [torch, skip-execution]
+        :gpu-cell: good
+        !true
+        ```
+        '''))
+    res = gpucells.run_cells(p, "torch")
+    assert "exit status 3" in res["torch:bad"]["error"]
+    assert "after" in res["torch:bad"]["stdout"]
+    assert res["torch:good"]["error"] == ""
 
 
 def test_shell_commands_find_the_running_environments_own_programs(tmp_path):
