@@ -34,13 +34,13 @@ c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedE
 # Feedback shows what hidden tests printed (the check messages), never their code:
 # ClearHiddenTests must come after GetGrades (which reads the cells' grade ids), and
 # StripTestTracebacks removes the code a traceback quotes from a test cell that raised.
-from nbgrader.preprocessors import ClearHiddenTests, GetGrades  # noqa: E402
+from nbgrader.preprocessors import GetGrades  # noqa: E402
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
-from grader.grading.feedback import StripTestTracebacks  # noqa: E402
+from grader.grading.feedback import ClearHiddenTestsSafely, StripTestTracebacks  # noqa: E402
 
-c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, StripTestTracebacks,
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTestsSafely, StripTestTracebacks,
                                     CSSHTMLHeaderPreprocessor]
-c.ClearHiddenTests.enforce_metadata = False
+c.ClearHiddenTests.enforce_metadata = False   # (and ClearHiddenTestsSafely, its subclass)
 
 # Test cells never run in the student's kernel, also when grading from the formgrader or
 # with `nbgrader autograde` by hand: the judge runs them in nbgrader's own process and only

@@ -19,14 +19,25 @@ limits, with two additions, both set on the nbgrader command line by the pipelin
 :func:`autograde_args` and :func:`dead_cell` are the pipeline's side of it; the pipeline
 retries a bounded number of times (:data:`MAX_ROUNDS`) and then records the whole-notebook
 zero. A cell is named by its position (1-based) and, where it has one, its grade id.
+
+It also bounds what the kernel leaves: every message from the kernel is at most
+``output_bytes`` (larger ones are refused by ZeroMQ before they are read, ``MAXMSGSIZE``),
+the notebook's outputs are kept within ``output_bytes`` in all as they arrive
+(:mod:`grader.grading.outputs`), and when the kernel has ended, every process of the
+sandbox's uid (``sandbox_uid``) is gone and what the kernel made in its folder is removed
+(:mod:`grader.grading.workdir`) before nbgrader writes the graded notebook there.
 """
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+from nbclient.util import run_sync
 from nbgrader.preprocessors import Execute
-from traitlets import Unicode
+from traitlets import Int, Unicode
+
+from . import procs, workdir
+from .outputs import Budget, BoundOutputs, note, size_of
 
 __all__ = ["GuardedExecute", "KILLED", "MAX_ROUNDS", "autograde_args", "chain", "dead_cell",
            "describe", "replacement"]
@@ -38,6 +49,7 @@ MAX_ROUNDS = int(os.environ.get("COURSE_CRASH_ROUNDS", "4"))
 
 
 KILLED = "ended the Python kernel during grading"
+_OUTPUTS = {"stream", "display_data", "execute_result", "error"}
 
 
 def replacement(label: str) -> str:
@@ -54,11 +66,68 @@ class GuardedExecute(Execute):
     # option would arrive as strings.
     skip_cells = Unicode("", help="indices of cells replaced by a raise, e.g. '3,6'").tag(config=True)
 
+    output_bytes = Int(4 * 2**20, help="bytes of output a notebook keeps in all; also the "
+                       "largest message read from the kernel").tag(config=True)
+    sandbox_uid = Int(-1, help="the sandbox slot's uid: its processes are ended when the "
+                      "kernel is (-1: no sandbox)").tag(config=True)
+
     def preprocess(self, nb, resources=None, km=None):
         for i in (int(i) for i in self.skip_cells.split(",") if i.strip()):
             if 0 <= i < len(nb.cells) and nb.cells[i].cell_type == "code":
                 nb.cells[i].source = replacement(describe(i, nb.cells[i].metadata))
-        return super().preprocess(nb, resources, km)
+        folder = (resources or {}).get("metadata", {}).get("path")
+        before = workdir.snapshot(folder) if folder else None
+        self._budget, self._noted, self._contexts = Budget(self.output_bytes), set(), []
+        try:
+            return super().preprocess(nb, resources, km)
+        finally:
+            if self.sandbox_uid > 0:
+                procs.kill_uid(self.sandbox_uid)
+            if before is not None:
+                workdir.restore(folder, before)
+            for ctx in self._contexts:
+                ctx.destroy(linger=0)
+
+    async def async_start_new_kernel_client(self):
+        """nbclient's, with the client's sockets refusing messages over ``output_bytes``."""
+        import zmq
+        import zmq.asyncio
+
+        ctx = zmq.asyncio.Context()
+        ctx.setsockopt(zmq.MAXMSGSIZE, self.output_bytes + 2**16)  # default for its sockets
+        self._contexts = [*getattr(self, "_contexts", []), ctx]
+        make = self.km.client
+        self.km.client = lambda **kw: make(context=ctx, **kw)
+        try:
+            return await super().async_start_new_kernel_client()
+        finally:
+            del self.km.client
+
+    start_new_kernel_client = run_sync(async_start_new_kernel_client)
+
+    def process_message(self, msg, cell, cell_index):
+        """nbclient's, keeping the outputs within the notebook's budget."""
+        kind, budget = msg["msg_type"], getattr(self, "_budget", None)
+        if budget is not None and kind in _OUTPUTS:
+            content = budget.content(kind, msg["content"], cell_index)
+            if content is not msg["content"]:
+                self._note_cut(cell, cell_index)
+                if content is None:
+                    return None
+                msg = {**msg, "content": content}
+        elif budget is not None and (kind == "update_display_data" or kind.startswith("comm")):
+            need = size_of(msg["content"])
+            if need > budget.left:
+                self._note_cut(cell, cell_index)
+                return None
+            budget.left -= need
+        return super().process_message(msg, cell, cell_index)
+
+    def _note_cut(self, cell, cell_index) -> None:
+        if cell_index not in self._noted:
+            self._noted.add(cell_index)
+            from nbformat.v4 import new_output
+            cell.outputs.append(new_output("stream", name="stdout", text=note(self.output_bytes)))
 
     def on_cell_execute(self, **kwargs):  # nbclient hook, before the cell is sent
         if self.trace_file:
@@ -73,11 +142,13 @@ def describe(index: int, metadata: dict) -> str:
 
 def chain(executor: type) -> list[type]:
     """nbgrader's own list of autograde preprocessors with ``executor`` in place of
-    ``Execute`` (everything else as nbgrader has it)."""
+    ``Execute``, followed by :class:`~grader.grading.outputs.BoundOutputs` (everything else
+    as nbgrader has it)."""
     from nbgrader.converters import Autograde
 
-    out = [executor if p is Execute else p
-           for p in Autograde.class_traits()["autograde_preprocessors"].default()]
+    out = []
+    for p in Autograde.class_traits()["autograde_preprocessors"].default():
+        out += [executor, BoundOutputs] if p is Execute else [p]
     assert executor in out, "nbgrader's Autograde no longer runs Execute"
     return out
 

@@ -11,9 +11,15 @@ place the kernel may write, and runs the real kernel as::
           python -m ipykernel_launcher -f <connection file>
 
 It spawns and waits (it does not ``exec``) so that it can forward ``SIGINT``/``SIGTERM`` to
-the kernel and write how the kernel ended (exit status or signal) to a file the kernel
-cannot reach, read back by :func:`grader.grading.sandbox.kernel_end`. Only the standard
-library is imported here: this runs for every kernel start.
+the kernel and write how the kernel ended (exit status or signal, and why: a limit of the
+sandbox or the machine out of memory) to a file the kernel cannot reach, read back by
+:func:`grader.grading.sandbox.kernel_end`. Meanwhile it bounds the whole sandbox: a control
+group of its own where the machine allows one (:mod:`grader.grading.cgroups`: memory and
+processes of all the kernel's processes together), and a watch on the kernel's folder that
+ends the kernel when it holds more than ``kernel_files`` entries or ``kernel_disk_mb`` MB.
+The kernel's socket folder is the one its connection file names (one per submission, made
+by :func:`grader.grading.sandbox.job`). Only the standard library is imported here: this
+runs for every kernel start.
 """
 from __future__ import annotations
 
@@ -23,10 +29,14 @@ import os
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+
+from . import cgroups
 
 # environment variables the kernel sees from the grading process, by name: everything else
 # (a database URL, COURSE_HUB_PASSWORD, a token) is dropped by --clearenv
@@ -58,12 +68,14 @@ def _cap(res: int, value: int) -> int:
 
 
 def bwrap_command(settings: dict, workdir: str, connection_file: str,
-                  kernel_args: list[str] = (), status_fd: int | None = None) -> list[str]:
+                  kernel_args: list[str] = (), status_fd: int | None = None,
+                  ipc_dir: str | None = None) -> list[str]:
     """The whole command line (bwrap, setpriv, prlimit, kernel) for one kernel in ``workdir``.
 
     ``kernel_args`` are the options the client adds (nbclient:
     ``--HistoryManager.hist_file=:memory:``), passed on to the kernel; bwrap writes the pid
-    of the namespace's init (the kernel's parent) to ``status_fd``."""
+    of the namespace's init (the kernel's parent) to ``status_fd``; ``ipc_dir``: this
+    submission's socket folder (default: the slot's, ``settings["ipc_dir"]``)."""
     lim = settings["limits"]
     uid, gid = settings["uid"], settings["gid"]
     mem = int(lim["memory_gb"] * 2**30)
@@ -86,7 +98,7 @@ def bwrap_command(settings: dict, workdir: str, connection_file: str,
     for dev in settings.get("devices", []):
         cmd += ["--dev-bind", dev, dev]
     binds = [(p, "--ro-bind") for p in settings["ro"]]
-    binds += [(workdir, "--bind"), (settings["ipc_dir"], "--bind")]
+    binds += [(workdir, "--bind"), (ipc_dir or settings["ipc_dir"], "--bind")]
     mounted = ["/usr", "/etc"]  # folders inside these exist already (not inside the tmpfs /tmp)
     made: set[str] = set()
     for path, how in sorted(binds, key=lambda b: b[0]):
@@ -99,10 +111,17 @@ def bwrap_command(settings: dict, workdir: str, connection_file: str,
             made.add(anc)
         cmd += [how, path, path]
         mounted.append(path)
+    for target, link in settings.get("links", []):
+        for anc in _ancestors(link):
+            if anc not in made and not _inside(anc, mounted):
+                cmd += ["--perms", "0755", "--dir", anc]
+                made.add(anc)
+        cmd += ["--symlink", target, link]
     env = {"HOME": "/tmp", "USER": "student", "LOGNAME": "student",
            "PATH": os.pathsep.join([settings["python_bin"], "/usr/local/bin", "/usr/bin", "/bin"]),
            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1",
            "MPLCONFIGDIR": "/tmp/.matplotlib", "LANG": "C.UTF-8",
+           **({"PYTHONPATH": settings["pythonpath"]} if settings.get("pythonpath") else {}),
            # ipykernel: its parent is the namespace's pid 1 (no parent polling, no banner)
            "JPY_PARENT_PID": "1"}
     for k, v in os.environ.items():
@@ -189,6 +208,80 @@ def describe_status(code: int) -> dict:
     return {"signal": None, "exit_code": code}
 
 
+def _ipc_dir(connection_file: str, settings: dict) -> str | None:
+    """The socket folder the connection file names (``<job>/ipc/k``), if it is one of this
+    slot's, below its runtime folder and not a link; else None."""
+    try:
+        ip = json.loads(Path(connection_file).read_text())["ip"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    folder = os.path.dirname(str(ip))
+    runtime = settings["runtime_dir"].rstrip("/") + "/"
+    if os.path.realpath(folder) != folder or not folder.startswith(runtime):
+        return None
+    st = os.lstat(folder) if os.path.lexists(folder) else None
+    if st is None or not stat.S_ISDIR(st.st_mode) or st.st_uid != settings["uid"]:
+        return None
+    return folder
+
+
+class _Watch(threading.Thread):
+    """Ends the kernel (``stop``) when its folder holds more than ``files`` entries or
+    ``disk`` bytes more than when it started; ``over`` says which."""
+
+    def __init__(self, workdir: str, files: int, disk: int, stop) -> None:
+        super().__init__(daemon=True)
+        self.workdir, self.stop = workdir, stop
+        n, used = _usage(workdir, 10**9)
+        self.files, self.disk = n + files, used + disk
+        self.over: str | None = None
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.5):
+            n, used = _usage(self.workdir, self.files)
+            if n > self.files or used > self.disk:
+                self.over = "files"
+                self.stop()
+                return
+
+
+def _usage(root: str, most: int) -> tuple[int, int]:
+    """(entries, bytes on disk) below ``root``, counting no further than ``most`` entries."""
+    n, used, todo = 0, 0, [root]
+    while todo and n <= most:
+        try:
+            with os.scandir(todo.pop()) as it:
+                for e in it:
+                    n += 1
+                    try:
+                        st = e.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    used += st.st_blocks * 512
+                    if stat.S_ISDIR(st.st_mode):
+                        todo.append(e.path)
+                    if n > most:
+                        break
+        except OSError:
+            continue
+    return n, used
+
+
+def _cause(end: dict, watch: _Watch, box, oom_before: int) -> str | None:
+    """Why the sandbox ended the kernel: "files", "memory" (its own limit) or
+    "machine-oom" (the machine ran out of memory: not the submission's doing), or None."""
+    if watch.over:
+        return watch.over
+    if end["signal"] != "SIGKILL":
+        return None
+    if box is not None and box.hit_memory_limit():
+        return "memory"
+    if cgroups.machine_oom_kills() > oom_before:
+        return "machine-oom"
+    return None
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[0] != "--settings":
         print("usage: python -m grader.grading.sandbox_kernel --settings FILE CONNECTION_FILE "
@@ -201,23 +294,48 @@ def main(argv: list[str]) -> int:
     if reason:
         print(reason, file=sys.stderr)
         return 2
-    end_file = Path(settings["runtime_dir"]) / "kernel_end.json"
+    ipc_dir = _ipc_dir(argv[2], settings)
+    if ipc_dir is None:
+        print(f"refusing to start a sandboxed kernel: the connection file {argv[2]} does not "
+              f"name a socket folder of this slot below {settings['runtime_dir']}", file=sys.stderr)
+        return 2
+    end_file = Path(ipc_dir).parent / "kernel_end.json"
     end_file.unlink(missing_ok=True)
     uid, gid = settings["uid"], settings["gid"]
+    lim = settings["limits"]
     owner = os.stat(workdir)
     links_before = _links(workdir)
     _chown_tree(workdir, uid, gid)
     # the kernel reads its connection file (and its HMAC key) from the socket folder
-    conn = Path(settings["ipc_dir"]) / Path(argv[2]).name
+    conn = Path(ipc_dir) / Path(argv[2]).name
     shutil.copyfile(argv[2], conn)
     os.chown(conn, uid, gid)
     os.chmod(conn, 0o400)
+    box = None
+    if settings.get("cgroups", True):
+        box = cgroups.Box.create(f"course-grading-{uid}-{os.getpid()}",
+                                 int(lim["memory_gb"] * 2**30), lim["processes"] + 16)
+    oom_before = cgroups.machine_oom_kills()
+
+    def start() -> None:
+        _die_with_me()
+        if box is not None:
+            box.add(os.getpid())
 
     r, w = os.pipe()
-    proc = subprocess.Popen(bwrap_command(settings, workdir, str(conn), argv[3:], w), pass_fds=(w,),
-                            start_new_session=True, preexec_fn=_die_with_me,
+    proc = subprocess.Popen(bwrap_command(settings, workdir, str(conn), argv[3:], w, ipc_dir),
+                            pass_fds=(w,), start_new_session=True, preexec_fn=start,
                             stdin=subprocess.DEVNULL)
     os.close(w)
+
+    def stop() -> None:
+        proc.kill()   # bwrap: the sandbox's init dies with it (--die-with-parent)
+        if box is not None:
+            box.kill()
+
+    watch = _Watch(workdir, lim.get("kernel_files", 2000),
+                   int(lim.get("kernel_disk_mb", 512) * 2**20), stop)
+    watch.start()
     kernel: list[int] = []  # a pidfd: no signal can reach a recycled pid
     pending: list[int] = []  # signals that came before the kernel's pid was known
 
@@ -244,7 +362,12 @@ def main(argv: list[str]) -> int:
             pass
         status.read()
     code = proc.wait()
-    end = describe_status(code) | {"time": time.time(), "workdir": workdir}
+    watch.done.set()
+    end = describe_status(code) | {"time": time.time(), "workdir": workdir,
+                                   "cgroup": box is not None}
+    end["cause"] = _cause(end, watch, box, oom_before)
+    if box is not None:
+        box.remove()
     tmp = end_file.with_suffix(".tmp")
     tmp.write_text(json.dumps(end))
     tmp.replace(end_file)
