@@ -20,9 +20,13 @@ limits, with two additions, both set on the nbgrader command line by the pipelin
 retries a bounded number of times (:data:`MAX_ROUNDS`) and then records the whole-notebook
 zero. A cell is named by its position (1-based) and, where it has one, its grade id.
 
-It also bounds what the kernel leaves: every message from the kernel is at most
-``output_bytes`` (larger ones are refused by ZeroMQ before they are read, ``MAXMSGSIZE``),
-the notebook's outputs are kept within ``output_bytes`` in all as they arrive
+It also bounds what the kernel leaves: a message from the kernel larger than
+:func:`message_limit` is replaced by a short note before its JSON is parsed (parsing the
+240 MB JSON header of one message grew a worker to 5 GB), one larger than
+:func:`message_cap` is refused by ZeroMQ before it is read (``MAXMSGSIZE``; that connection
+then stays closed, so the cells that follow are noted as missing output instead of failing
+the notebook); the notebook's outputs are kept within ``output_bytes`` in all as they
+arrive
 (:mod:`grader.grading.outputs`), and when the kernel has ended, every process of the
 sandbox's uid (``sandbox_uid``) is gone and what the kernel made in its folder is removed
 (:mod:`grader.grading.workdir`) before nbgrader writes the graded notebook there.
@@ -34,10 +38,10 @@ from pathlib import Path
 
 from nbclient.util import run_sync
 from nbgrader.preprocessors import Execute
-from traitlets import Int, Unicode
+from traitlets import Bool, Int, Unicode
 
 from . import procs, workdir
-from .outputs import Budget, BoundOutputs, note, size_of
+from .outputs import CUT, Budget, BoundOutputs, note, size_of
 
 __all__ = ["GuardedExecute", "KILLED", "MAX_ROUNDS", "autograde_args", "chain", "dead_cell",
            "describe", "replacement"]
@@ -50,6 +54,55 @@ MAX_ROUNDS = int(os.environ.get("COURSE_CRASH_ROUNDS", "4"))
 
 KILLED = "ended the Python kernel during grading"
 _OUTPUTS = {"stream", "display_data", "execute_result", "error"}
+
+
+def message_limit(output_bytes: int) -> int:
+    """The largest message parsed from a kernel: four times a notebook's output budget and a
+    MB (a larger print is still read, and cut to the budget; a larger one becomes a note)."""
+    return 4 * output_bytes + 2**20
+
+
+def message_cap(output_bytes: int) -> int:
+    """The largest message received at all (ZeroMQ's ``MAXMSGSIZE``)."""
+    return max(64 * 2**20, 4 * message_limit(output_bytes))
+
+
+def bounded_deserialize(session, limit: int):
+    """``session.deserialize`` that does not parse a message over ``limit`` bytes: an output
+    becomes a ``stream`` note, a reply an error saying so (its small header and parent, when
+    they are small, say which cell it belongs to)."""
+    import datetime
+
+    real = session.deserialize
+
+    def deserialize(msg_list, content=True, copy=True):
+        sizes = [memoryview(f).nbytes for f in msg_list]
+        if sum(sizes) <= limit or len(msg_list) < 5:
+            return real(msg_list, content=content, copy=copy)
+        small = lambda i: session.unpack(bytes(memoryview(msg_list[i]))) if sizes[i] < 2**16 else {}  # noqa: E731
+        try:
+            header, parent = small(1), small(2)
+        except ValueError:
+            header, parent = {}, {}
+        kind = header.get("msg_type") if isinstance(header, dict) else None
+        text = (f"\n{CUT}: a message of {sum(sizes) / 2**20:.1f} MB from the kernel is over the "
+                f"limit of {limit / 2**20:.1f} MB and was not read]\n")
+        if kind in ("execute_reply", "inspect_reply", "complete_reply", "kernel_info_reply"):
+            body = {"status": "error", "ename": "MessageTooLarge", "evalue": text.strip(),
+                    "traceback": [text.strip()]}
+        else:
+            kind, body = "stream", {"name": "stdout", "text": text}
+        head = {"msg_id": str(header.get("msg_id", "")) if isinstance(header, dict) else "",
+                "msg_type": kind, "date": datetime.datetime.now(datetime.timezone.utc)}
+        return {"header": head, "msg_id": head["msg_id"], "msg_type": kind,
+                "parent_header": parent if isinstance(parent, dict) else {}, "metadata": {},
+                "content": body, "buffers": []}
+
+    return deserialize
+
+
+LOST = (f"\n{CUT}: a message from the kernel larger than the limit was refused, so some "
+        "output of this cell is missing]\n")
 
 
 def replacement(label: str) -> str:
@@ -70,6 +123,9 @@ class GuardedExecute(Execute):
                        "largest message read from the kernel").tag(config=True)
     sandbox_uid = Int(-1, help="the sandbox slot's uid: its processes are ended when the "
                       "kernel is (-1: no sandbox)").tag(config=True)
+    # a refused message can take the cell's "idle" with it: the cell ends after
+    # iopub_timeout with what arrived, noted, instead of failing the whole notebook
+    raise_on_iopub_timeout = Bool(False).tag(config=True)
 
     def preprocess(self, nb, resources=None, km=None):
         for i in (int(i) for i in self.skip_cells.split(",") if i.strip()):
@@ -78,6 +134,7 @@ class GuardedExecute(Execute):
         folder = (resources or {}).get("metadata", {}).get("path")
         before = workdir.snapshot(folder) if folder else None
         self._budget, self._noted, self._contexts = Budget(self.output_bytes), set(), []
+        self._idle: set[int] = set()
         try:
             return super().preprocess(nb, resources, km)
         finally:
@@ -89,15 +146,22 @@ class GuardedExecute(Execute):
                 ctx.destroy(linger=0)
 
     async def async_start_new_kernel_client(self):
-        """nbclient's, with the client's sockets refusing messages over ``output_bytes``."""
+        """nbclient's, with the client's messages bounded (:func:`message_limit`)."""
         import zmq
         import zmq.asyncio
 
         ctx = zmq.asyncio.Context()
-        ctx.setsockopt(zmq.MAXMSGSIZE, self.output_bytes + 2**16)  # default for its sockets
+        ctx.setsockopt(zmq.MAXMSGSIZE, message_cap(self.output_bytes))  # for its sockets
         self._contexts = [*getattr(self, "_contexts", []), ctx]
         make = self.km.client
-        self.km.client = lambda **kw: make(context=ctx, **kw)
+
+        def client(**kw):
+            kc = make(context=ctx, **kw)   # its session is a clone of the manager's
+            kc.session.deserialize = bounded_deserialize(kc.session,
+                                                         message_limit(self.output_bytes))
+            return kc
+
+        self.km.client = client
         try:
             return await super().async_start_new_kernel_client()
         finally:
@@ -105,9 +169,21 @@ class GuardedExecute(Execute):
 
     start_new_kernel_client = run_sync(async_start_new_kernel_client)
 
+    async def async_execute_cell(self, cell, cell_index, execution_count=None,
+                                 store_history=True):
+        out = await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+        if cell.cell_type == "code" and cell_index not in getattr(self, "_idle", {cell_index}):
+            from nbformat.v4 import new_output   # its "idle" never came: a message was lost
+            cell.outputs.append(new_output("stream", name="stdout", text=LOST))
+        return out
+
+    execute_cell = run_sync(async_execute_cell)
+
     def process_message(self, msg, cell, cell_index):
         """nbclient's, keeping the outputs within the notebook's budget."""
         kind, budget = msg["msg_type"], getattr(self, "_budget", None)
+        if kind == "status" and msg["content"].get("execution_state") == "idle":
+            getattr(self, "_idle", set()).add(cell_index)
         if budget is not None and kind in _OUTPUTS:
             content = budget.content(kind, msg["content"], cell_index)
             if content is not msg["content"]:

@@ -154,9 +154,22 @@ class Submission:
             h.update(f"\0refused {r.path}\0{r.reason}".encode("utf-8", "surrogateescape"))
         return h.hexdigest()
 
-    def notes(self) -> list[str]:
-        """One line per refused entry, for the outcome and the feedback."""
-        return [f"not read: {r}" for r in self.refused]
+    def notes(self, but: str = "") -> list[str]:
+        """What was refused, one line per reason (entries with the same reason together),
+        for the outcome and the feedback; ``but``: an entry reported elsewhere."""
+        by_reason: dict[str, list[str]] = {}
+        for r in self.refused:
+            if r.path != but:
+                by_reason.setdefault(r.reason, []).append(shown(r.path))
+        lines = []
+        for reason, names in by_reason.items():
+            if len(names) == 1:
+                lines.append(f"not read: {names[0]} {reason}")
+            else:
+                more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+                why = reason[3:] if reason.startswith("is ") else reason
+                lines.append(f"not read ({len(names)} entries): {', '.join(names[:3])}{more}: {why}")
+        return lines
 
     def stage(self, root: Path, notebooks: dict[str, bytes] | None = None) -> Path:
         """Write the accepted files (``notebooks``: these bytes in place of the submitted
@@ -391,7 +404,8 @@ def check(sub: Submission, course: Path, limits: SubmissionLimits
         if name not in sub.files:
             refused = next((r for r in sub.refused if r.path == name), None)
             if refused is not None:
-                return ("invalid", f"{name} {refused.reason}, so it was not graded"), {}, notes
+                return (("invalid", f"{name} {refused.reason}, so it was not graded"), {},
+                        sub.notes(but=name))
             return ("missing", f"notebook {name} is missing from the submission"), {}, notes
         data = sub.files[name]
         try:

@@ -170,7 +170,11 @@ def _notes(course: Path, staged: Path, student: str, assignment: str,
             meta = cell.metadata.get("nbgrader")
             graded = isinstance(meta, dict) and meta.get("grade")
             for out in cell.get("outputs", []):
-                if out.get("output_type") == "stream" and CUT in str(out.get("text", "")):
+                text = str(out.get("text", "")) if out.get("output_type") == "stream" else ""
+                if CUT in text and "was not read]" in text:
+                    notes.append(f"cell {gid}: a message of its output was larger than the "
+                                 "limit and was not read")
+                elif CUT in text:
                     notes.append(f"cell {gid}: its output was cut (a notebook keeps at most "
                                  f"{cfg.limits.output_mb:g} MB of output)")
                 if out.get("output_type") != "error":

@@ -44,4 +44,4 @@ def test_the_course_config_runs_it_after_clear_hidden_tests():
 
     cfg = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT / "exercises")).load_config()
     names = [p.__name__ for p in cfg.GenerateFeedback.preprocessors]
-    assert names.index("ClearHiddenTests") < names.index("StripTestTracebacks")
+    assert names.index("ClearHiddenTestsSafely") < names.index("StripTestTracebacks")
