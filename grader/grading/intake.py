@@ -255,7 +255,8 @@ class _Walk:
                     break
                 self.seen += 1
                 names.append(entry.name)
-        for name in sorted(names):
+        # notebooks first: other files must not take the notebook's place under the limits
+        for name in sorted(names, key=lambda n: (not n.endswith(".ipynb"), n)):
             self.entry(fd, prefix, name, depth)
 
     def entry(self, fd: int, prefix: str, name: str, depth: int) -> None:
@@ -301,13 +302,14 @@ class _Walk:
 
     def file(self, fd: int, rel: str, name: str, st: os.stat_result) -> None:
         lim = self.lim
-        most = int((lim.max_notebook_mb if name.endswith(".ipynb") else lim.max_file_mb) * _MB)
+        limit_mb = lim.max_notebook_mb if name.endswith(".ipynb") else lim.max_file_mb
+        most = int(limit_mb * _MB)
         if st.st_nlink > 1:
             self.refuse(rel, f"is a hard link (the file has {st.st_nlink} names): only files "
                         "that belong to the submission alone are read")
             return
         if st.st_size > most:
-            self.refuse(rel, f"is {st.st_size / _MB:.1f} MB, over the limit of {most / _MB:g} MB "
+            self.refuse(rel, f"is {st.st_size / _MB:.3g} MB, over the limit of {limit_mb:g} MB "
                         "for one " + ("notebook" if name.endswith(".ipynb") else "file"))
             return
         if len(self.sub.files) >= lim.max_files:

@@ -74,7 +74,7 @@ class Budget:
             self.cut_cells.add(cell)
             return None
         self.cut_cells.add(cell)
-        self.left = max(0, self.left - size_of(content))
+        self.left = 0           # once something is cut, only what decides a score is kept
         return content
 
     @staticmethod

@@ -173,6 +173,7 @@ def job(runtime_dir: Path, cfg: SandboxConfig, slot: int):
     kernels' sockets) and ``folder/conn`` (root's: the connection files, ``env``'s
     ``JUPYTER_RUNTIME_DIR``), and ``config`` points the kernels' sockets there; the launcher
     writes how each kernel ended to ``folder`` (:func:`kernel_end`)."""
+    Path(runtime_dir).mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="j", dir=Path(runtime_dir).resolve()))
     env: dict[str, str] = {}
     config = Config()
