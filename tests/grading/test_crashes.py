@@ -114,12 +114,14 @@ def test_after_the_last_attempt_the_whole_notebook_scores_zero_with_the_reason(m
         shutil.rmtree(course, ignore_errors=True)
 
 
-def test_the_guarded_executor_takes_the_place_of_nbgraders_and_nothing_else_changes():
+def test_the_guarded_executor_takes_the_place_of_nbgraders_and_outputs_are_bounded():
     from nbgrader.converters import Autograde
 
     args = crashes.autograde_args(Path("/t/cell"), [(3, "a"), (6, "b")])
     chain = eval(args[0].split("=", 1)[1])
     default = Autograde.class_traits()["autograde_preprocessors"].default()
-    assert chain[0] == "grader.grading.crashes.GuardedExecute" and len(chain) == len(default)
-    assert chain[1:] == [f"{p.__module__}.{p.__qualname__}" for p in default[1:]]
+    # the executor, then the outputs cut to the notebook's budget, then nbgrader's own steps
+    assert chain[:2] == ["grader.grading.crashes.GuardedExecute",
+                         "grader.grading.outputs.BoundOutputs"]
+    assert chain[2:] == [f"{p.__module__}.{p.__qualname__}" for p in default[1:]]
     assert args[1:] == ["--GuardedExecute.trace_file=/t/cell", "--GuardedExecute.skip_cells=3,6"]
