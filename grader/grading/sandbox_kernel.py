@@ -14,7 +14,7 @@ It spawns and waits (it does not ``exec``) so that it can forward ``SIGINT``/``S
 the kernel and write how the kernel ended (exit status or signal, and why: a limit of the
 sandbox or the machine out of memory) to a file the kernel cannot reach, read back by
 :func:`grader.grading.sandbox.kernel_end`. Meanwhile it bounds the whole sandbox: a control
-group of its own where the machine allows one (:mod:`grader.grading.cgroups`: memory and
+group of its own where the machine allows one (:mod:`grader.grading.bounds`: memory and
 processes of all the kernel's processes together), and a watch on the kernel's folder that
 ends the kernel when it holds more than ``kernel_files`` entries or ``kernel_disk_mb`` MB.
 The kernel's socket folder is the one its connection file names (one per submission, made
@@ -32,11 +32,10 @@ import signal
 import stat
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
-from . import cgroups
+from . import bounds
 
 # environment variables the kernel sees from the grading process, by name: everything else
 # (a database URL, COURSE_HUB_PASSWORD, a token) is dropped by --clearenv
@@ -225,63 +224,6 @@ def _ipc_dir(connection_file: str, settings: dict) -> str | None:
     return folder
 
 
-class _Watch(threading.Thread):
-    """Ends the kernel (``stop``) when its folder holds more than ``files`` entries or
-    ``disk`` bytes more than when it started; ``over`` says which."""
-
-    def __init__(self, workdir: str, files: int, disk: int, stop) -> None:
-        super().__init__(daemon=True)
-        self.workdir, self.stop = workdir, stop
-        n, used = _usage(workdir, 10**9)
-        self.files, self.disk = n + files, used + disk
-        self.over: str | None = None
-        self.done = threading.Event()
-
-    def run(self) -> None:
-        while not self.done.wait(0.5):
-            n, used = _usage(self.workdir, self.files)
-            if n > self.files or used > self.disk:
-                self.over = "files"
-                self.stop()
-                return
-
-
-def _usage(root: str, most: int) -> tuple[int, int]:
-    """(entries, bytes on disk) below ``root``, counting no further than ``most`` entries."""
-    n, used, todo = 0, 0, [root]
-    while todo and n <= most:
-        try:
-            with os.scandir(todo.pop()) as it:
-                for e in it:
-                    n += 1
-                    try:
-                        st = e.stat(follow_symlinks=False)
-                    except OSError:
-                        continue
-                    used += st.st_blocks * 512
-                    if stat.S_ISDIR(st.st_mode):
-                        todo.append(e.path)
-                    if n > most:
-                        break
-        except OSError:
-            continue
-    return n, used
-
-
-def _cause(end: dict, watch: _Watch, box, oom_before: int) -> str | None:
-    """Why the sandbox ended the kernel: "files", "memory" (its own limit) or
-    "machine-oom" (the machine ran out of memory: not the submission's doing), or None."""
-    if watch.over:
-        return watch.over
-    if end["signal"] != "SIGKILL":
-        return None
-    if box is not None and box.hit_memory_limit():
-        return "memory"
-    if cgroups.machine_oom_kills() > oom_before:
-        return "machine-oom"
-    return None
-
-
 def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[0] != "--settings":
         print("usage: python -m grader.grading.sandbox_kernel --settings FILE CONNECTION_FILE "
@@ -313,9 +255,9 @@ def main(argv: list[str]) -> int:
     os.chmod(conn, 0o400)
     box = None
     if settings.get("cgroups", True):
-        box = cgroups.Box.create(f"course-grading-{uid}-{os.getpid()}",
+        box = bounds.Box.create(f"course-grading-{uid}-{os.getpid()}",
                                  int(lim["memory_gb"] * 2**30), lim["processes"] + 16)
-    oom_before = cgroups.machine_oom_kills()
+    oom_before = bounds.machine_oom_kills()
 
     def start() -> None:
         _die_with_me()
@@ -333,7 +275,7 @@ def main(argv: list[str]) -> int:
         if box is not None:
             box.kill()
 
-    watch = _Watch(workdir, lim.get("kernel_files", 2000),
+    watch = bounds.Watch(workdir, lim.get("kernel_files", 2000),
                    int(lim.get("kernel_disk_mb", 512) * 2**20), stop)
     watch.start()
     kernel: list[int] = []  # a pidfd: no signal can reach a recycled pid
@@ -365,7 +307,7 @@ def main(argv: list[str]) -> int:
     watch.done.set()
     end = describe_status(code) | {"time": time.time(), "workdir": workdir,
                                    "cgroup": box is not None}
-    end["cause"] = _cause(end, watch, box, oom_before)
+    end["cause"] = bounds.cause(end, watch, box, oom_before)
     if box is not None:
         box.remove()
     tmp = end_file.with_suffix(".tmp")

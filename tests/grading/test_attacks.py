@@ -387,7 +387,7 @@ def test_an_id_that_cannot_name_a_file_names_none(hostile_run):
 
 
 def test_a_kernel_over_the_sandboxs_memory_is_stopped_by_its_control_group(hostile_run):
-    from grader.grading.cgroups import Box
+    from grader.grading.bounds import Box
 
     box = Box.create(f"probe-{os.getpid()}", 2**30, 16)
     if box is None:

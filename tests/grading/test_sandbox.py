@@ -459,7 +459,7 @@ def test_each_submission_gets_its_own_socket_folder_removed_afterwards(sandboxed
 
 
 def test_a_kernel_runs_in_a_control_group_of_its_own_with_the_limits(sandboxed, tmp_path):
-    from grader.grading.cgroups import Box
+    from grader.grading.bounds import Box
 
     probe = Box.create(f"probe-{os.getpid()}", 2**30, 16)
     if probe is None:
@@ -512,7 +512,7 @@ def test_a_kernel_that_writes_too_much_into_its_folder_is_stopped(sandboxed, tmp
 ])
 def test_the_launcher_says_why_the_sandbox_ended_a_kernel(monkeypatch, signal_name, over, box_hit,
                                                           oom_delta, cause):
-    from grader.grading import sandbox_kernel
+    from grader.grading import bounds
 
     class Watch:
         pass
@@ -523,7 +523,7 @@ def test_the_launcher_says_why_the_sandbox_ended_a_kernel(monkeypatch, signal_na
 
     watch = Watch()
     watch.over = over
-    monkeypatch.setattr(sandbox_kernel.cgroups, "machine_oom_kills", lambda: 10 + oom_delta)
+    monkeypatch.setattr(bounds, "machine_oom_kills", lambda: 10 + oom_delta)
     end = {"signal": signal_name, "exit_code": None}
-    assert sandbox_kernel._cause(end, watch, None if box_hit is None else FakeBox(), 10) == cause
+    assert bounds.cause(end, watch, None if box_hit is None else FakeBox(), 10) == cause
     assert sandbox.kernel_end.__doc__ and sandbox.MACHINE_OOM == "machine-oom"

@@ -1,4 +1,7 @@
-"""One control group per sandboxed kernel: memory and processes bounded for the whole sandbox.
+"""What bounds one sandboxed kernel as a whole, and why the sandbox ended it.
+
+- **A control group per kernel** (:class:`Box`): memory and processes bounded for the whole
+  sandbox.
 
 ``RLIMIT_AS`` bounds one process; a kernel that forks, or fills its memory-backed ``/tmp``,
 could still take the machine's memory, and the machine's out-of-memory killer would then end
@@ -8,16 +11,27 @@ below its own (``memory`` and ``pids``, cgroup v1 or v2) with ``memory_gb`` and
 ``processes`` as limits, and reads afterwards whether the group's own limit ended it
 (:meth:`Box.hit_memory_limit`) or the machine ran out of memory. Where it cannot (no
 controller mounted, no permission, a v2 parent that cannot delegate), :meth:`Box.create`
-returns ``None`` and the rlimits alone apply. Only the standard library is used.
+returns ``None`` and the rlimits alone apply.
+
+- **A watch on the kernel's folder** (:class:`Watch`): files and folders it makes there and the
+  bytes it writes, counted twice a second; over ``kernel_files`` or ``kernel_disk_mb`` the
+  kernel is ended (200,000 small files kept a worker in nbgrader's file listing 13 minutes).
+- **Why it ended** (:func:`cause`): its own memory limit, the folder limits, or the machine
+  out of memory (the machine's out-of-memory killer, not the sandbox's limit: a grading
+  fault, graded again later).
+
+Only the standard library is used: the launcher imports this for every kernel start.
 """
 from __future__ import annotations
 
 import os
 import signal
+import stat
+import threading
 import time
 from pathlib import Path
 
-__all__ = ["Box", "machine_oom_kills"]
+__all__ = ["Box", "Watch", "cause", "machine_oom_kills"]
 
 _CONTROLLERS = ("memory", "pids")
 
@@ -196,3 +210,60 @@ class Box:
                     break
                 except OSError:       # busy while the last process is reaped
                     time.sleep(0.02)
+
+
+class Watch(threading.Thread):
+    """Ends the kernel (``stop``) when its folder holds more than ``files`` entries or
+    ``disk`` bytes more than when it started; ``over`` says which."""
+
+    def __init__(self, workdir: str, files: int, disk: int, stop) -> None:
+        super().__init__(daemon=True)
+        self.workdir, self.stop = workdir, stop
+        n, used = _usage(workdir, 10**9)
+        self.files, self.disk = n + files, used + disk
+        self.over: str | None = None
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.5):
+            n, used = _usage(self.workdir, self.files)
+            if n > self.files or used > self.disk:
+                self.over = "files"
+                self.stop()
+                return
+
+
+def _usage(root: str, most: int) -> tuple[int, int]:
+    """(entries, bytes on disk) below ``root``, counting no further than ``most`` entries."""
+    n, used, todo = 0, 0, [root]
+    while todo and n <= most:
+        try:
+            with os.scandir(todo.pop()) as it:
+                for e in it:
+                    n += 1
+                    try:
+                        st = e.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    used += st.st_blocks * 512
+                    if stat.S_ISDIR(st.st_mode):
+                        todo.append(e.path)
+                    if n > most:
+                        break
+        except OSError:
+            continue
+    return n, used
+
+
+def cause(end: dict, watch: Watch, box, oom_before: int) -> str | None:
+    """Why the sandbox ended the kernel: "files", "memory" (its own limit) or
+    "machine-oom" (the machine ran out of memory: not the submission's doing), or None."""
+    if watch.over:
+        return watch.over
+    if end["signal"] != "SIGKILL":
+        return None
+    if box is not None and box.hit_memory_limit():
+        return "memory"
+    if machine_oom_kills() > oom_before:
+        return "machine-oom"
+    return None
