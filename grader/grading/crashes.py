@@ -119,8 +119,8 @@ class GuardedExecute(Execute):
     # option would arrive as strings.
     skip_cells = Unicode("", help="indices of cells replaced by a raise, e.g. '3,6'").tag(config=True)
 
-    output_bytes = Int(4 * 2**20, help="bytes of output a notebook keeps in all; also the "
-                       "largest message read from the kernel").tag(config=True)
+    output_bytes = Int(4 * 2**20, help="bytes of output a notebook keeps in all (and what "
+                       "bounds the messages read from the kernel)").tag(config=True)
     sandbox_uid = Int(-1, help="the sandbox slot's uid: its processes are ended when the "
                       "kernel is (-1: no sandbox)").tag(config=True)
     # a refused message can take the cell's "idle" with it: the cell ends after
@@ -134,6 +134,7 @@ class GuardedExecute(Execute):
         folder = (resources or {}).get("metadata", {}).get("path")
         before = workdir.snapshot(folder) if folder else None
         self._budget, self._noted, self._contexts = Budget(self.output_bytes), set(), []
+        self._sent: set[int] = set()
         self._idle: set[int] = set()
         try:
             return super().preprocess(nb, resources, km)
@@ -172,7 +173,8 @@ class GuardedExecute(Execute):
     async def async_execute_cell(self, cell, cell_index, execution_count=None,
                                  store_history=True):
         out = await super().async_execute_cell(cell, cell_index, execution_count, store_history)
-        if cell.cell_type == "code" and cell_index not in getattr(self, "_idle", {cell_index}):
+        sent, idle = getattr(self, "_sent", set()), getattr(self, "_idle", set())
+        if cell_index in sent and cell_index not in idle:
             from nbformat.v4 import new_output   # its "idle" never came: a message was lost
             cell.outputs.append(new_output("stream", name="stdout", text=LOST))
         return out
@@ -206,6 +208,7 @@ class GuardedExecute(Execute):
             cell.outputs.append(new_output("stream", name="stdout", text=note(self.output_bytes)))
 
     def on_cell_execute(self, **kwargs):  # nbclient hook, before the cell is sent
+        getattr(self, "_sent", set()).add(kwargs["cell_index"])
         if self.trace_file:
             i = kwargs["cell_index"]
             Path(self.trace_file).write_text(f"{i}\t{describe(i, kwargs['cell'].metadata)}")
