@@ -16,6 +16,8 @@ returns ``None`` and the rlimits alone apply.
 - **A watch on the kernel's folder** (:class:`Watch`): files and folders it makes there and the
   bytes it writes, counted twice a second; over ``kernel_files`` or ``kernel_disk_mb`` the
   kernel is ended (200,000 small files kept a worker in nbgrader's file listing 13 minutes).
+  The executor counts them again after each cell (:func:`usage`), so a cell that wrote too
+  much in less than half a second is the one that ends the kernel, not the next.
 - **Why it ended** (:func:`cause`): its own memory limit, the folder limits, or the machine
   out of memory (the machine's out-of-memory killer, not the sandbox's limit: a grading
   fault, graded again later).
@@ -31,9 +33,10 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["Box", "Watch", "cause", "machine_oom_kills"]
+__all__ = ["Box", "Watch", "cause", "machine_oom_kills", "usage", "FILES_LIMIT"]
 
 _CONTROLLERS = ("memory", "pids")
+FILES_LIMIT = "files-limit"   # why a kernel was ended, in the crash trace (crashes.dead_cause)
 
 
 def machine_oom_kills() -> int:
@@ -219,21 +222,21 @@ class Watch(threading.Thread):
     def __init__(self, workdir: str, files: int, disk: int, stop) -> None:
         super().__init__(daemon=True)
         self.workdir, self.stop = workdir, stop
-        n, used = _usage(workdir, 10**9)
+        n, used = usage(workdir, 10**9)
         self.files, self.disk = n + files, used + disk
         self.over: str | None = None
         self.done = threading.Event()
 
     def run(self) -> None:
         while not self.done.wait(0.5):
-            n, used = _usage(self.workdir, self.files)
+            n, used = usage(self.workdir, self.files)
             if n > self.files or used > self.disk:
                 self.over = "files"
                 self.stop()
                 return
 
 
-def _usage(root: str, most: int) -> tuple[int, int]:
+def usage(root: str, most: int) -> tuple[int, int]:
     """(entries, bytes on disk) below ``root``, counting no further than ``most`` entries."""
     n, used, todo = 0, 0, [root]
     while todo and n <= most:

@@ -40,11 +40,11 @@ from nbclient.util import run_sync
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Int, Unicode
 
-from . import procs, workdir
+from . import bounds, procs, workdir
 from .outputs import CUT, Budget, BoundOutputs, note, size_of
 
 __all__ = ["GuardedExecute", "KILLED", "MAX_ROUNDS", "autograde_args", "chain", "dead_cell",
-           "describe", "replacement"]
+           "dead_cause", "describe", "replacement"]
 
 # Attempts in all: the first, then one more for each cell found ending the kernel
 # (COURSE_CRASH_ROUNDS changes it for a grading run; the tests use it).
@@ -123,6 +123,9 @@ class GuardedExecute(Execute):
                        "bounds the messages read from the kernel)").tag(config=True)
     sandbox_uid = Int(-1, help="the sandbox slot's uid: its processes are ended when the "
                       "kernel is (-1: no sandbox)").tag(config=True)
+    folder_files = Int(0, help="entries the kernel may add to its folder; checked after each "
+                       "cell (0: not checked)").tag(config=True)
+    folder_bytes = Int(0, help="bytes the kernel may add to its folder").tag(config=True)
     # a refused message can take the cell's "idle" with it: the cell ends after
     # iopub_timeout with what arrived, noted, instead of failing the whole notebook
     raise_on_iopub_timeout = Bool(False).tag(config=True)
@@ -133,6 +136,8 @@ class GuardedExecute(Execute):
                 nb.cells[i].source = replacement(describe(i, nb.cells[i].metadata))
         folder = (resources or {}).get("metadata", {}).get("path")
         before = workdir.snapshot(folder) if folder else None
+        self._folder = folder
+        self._usage0 = bounds.usage(folder, 10**6) if folder and self.folder_files else (0, 0)
         self._budget, self._noted, self._contexts = Budget(self.output_bytes), set(), []
         self._sent: set[int] = set()
         self._idle: set[int] = set()
@@ -177,7 +182,26 @@ class GuardedExecute(Execute):
         if cell_index in sent and cell_index not in idle:
             from nbformat.v4 import new_output   # its "idle" never came: a message was lost
             cell.outputs.append(new_output("stream", name="stdout", text=LOST))
+        if cell_index in sent and self.folder_files and getattr(self, "_folder", None):
+            await self._check_folder(cell_index)
         return out
+
+    async def _check_folder(self, cell_index: int) -> None:
+        """End the kernel in this cell if it made its folder hold more than it may (the
+        launcher's watch looks only twice a second, and would end it in a later cell)."""
+        from nbclient.exceptions import DeadKernelError
+        from nbclient.util import ensure_async
+
+        n0, used0 = self._usage0
+        n, used = bounds.usage(self._folder, n0 + self.folder_files)
+        if n <= n0 + self.folder_files and used <= used0 + self.folder_bytes:
+            return
+        if self.trace_file:
+            with open(self.trace_file, "a") as f:
+                f.write(f"\t{bounds.FILES_LIMIT}")
+        await ensure_async(self.km.shutdown_kernel(now=True))
+        raise DeadKernelError(f"cell {cell_index + 1} wrote more into the kernel's folder than "
+                              "it may; the kernel was stopped")
 
     execute_cell = run_sync(async_execute_cell)
 
@@ -248,7 +272,17 @@ def dead_cell(trace_file: Path) -> tuple[int, str] | None:
     """``(index, label)`` of the cell that was running when the kernel died (``None``: no
     cell had started, or the trace is unreadable)."""
     try:
-        index, label = trace_file.read_text().split("\t", 1)
+        index, label = trace_file.read_text().split("\t")[:2]
         return int(index), label.strip()
     except (OSError, ValueError):
         return None
+
+
+def dead_cause(trace_file: Path) -> str | None:
+    """Why this process ended the kernel in the cell of the trace (``"files-limit"``), or
+    None when it did not."""
+    try:
+        parts = trace_file.read_text().split("\t")
+    except OSError:
+        return None
+    return parts[2].strip() if len(parts) > 2 else None

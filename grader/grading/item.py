@@ -259,6 +259,8 @@ def _executor_config(trace: Path, skip: list[tuple[int, str]], cfg: GradingConfi
     c.GuardedExecute.trace_file = str(trace)
     c.GuardedExecute.skip_cells = ",".join(str(i) for i, _ in skip)
     c.GuardedExecute.output_bytes = int(cfg.limits.output_mb * 2**20)
+    c.GuardedExecute.folder_files = cfg.limits.kernel_files
+    c.GuardedExecute.folder_bytes = int(cfg.limits.kernel_disk_mb * 2**20)
     c.BoundOutputs.output_bytes = int(cfg.limits.output_mb * 2**20)
     return c
 
@@ -290,14 +292,14 @@ def grade_one(cfg: GradingConfig, student: str, assignment: str, *, kernel_confi
     sandbox; ``kill_kernels`` ends this worker's kernels when the notebook limit is hit;
     ``kernel_end`` says how the last kernel ended (a signal of a limit, see sandbox).
     Raises :class:`GradingFault` when the machine, not the submission, stopped it."""
-    course, lim = cfg.course, cfg.limits
+    course = cfg.course
     t0 = time.perf_counter()
     top = max_score(cfg.db_url, assignment)
     sub = intake.read(course, student, assignment, cfg.submission)
-    bad, staged, intake_notes = intake.check(sub, course, cfg.submission)
+    bad, staged, notes = intake.check(sub, course, cfg.submission)   # notes: what was refused
     if bad:
         o = Outcome(student, assignment, 0.0, top, *bad)
-        o.reason = "; ".join([o.reason, *(n for n in intake_notes if n not in o.reason)])
+        o.reason = "; ".join([o.reason, *notes])
         failure_page(course, o)
         o.seconds = time.perf_counter() - t0
         return o
@@ -309,11 +311,7 @@ def grade_one(cfg: GradingConfig, student: str, assignment: str, *, kernel_confi
         o = _autograde(cfg, sub, private, top, kernel_config, kill_kernels, logs, kernel_end)
     finally:
         shutil.rmtree(private, ignore_errors=True)
-    notes = intake_notes
-    if o.status == "graded":
-        o.reason = "; ".join(filter(None, [o.reason, *notes]))
-    else:
-        o.reason = "; ".join([o.reason, *notes])
+    o.reason = "; ".join(filter(None, [o.reason, *notes]))
     if o.status != "graded":
         failure_page(course, o)
     else:
@@ -352,7 +350,7 @@ def _autograde(cfg: GradingConfig, sub: intake.Submission, private: Path, top: f
             why = _why_failed(log)
             if why[0] != "crashed":
                 break
-            end = kernel_end()
+            end = crashes.dead_cause(trace) or kernel_end()
             if end == MACHINE_OOM:
                 fault = ("the machine ran out of memory and its out-of-memory killer ended the "
                          "kernel (this notebook's own memory limit was not reached)")

@@ -200,7 +200,8 @@ class _Worker:
 
 def _run_workers(cfg: GradingConfig, workers: list[_Worker], overrides: dict, only: list | None,
                  progress: Progress | None, ledger) -> None:
-    deadline = cfg.limits.notebook_timeout_s + 120   # the worker's own watchdog acts first
+    # the worker's own watchdogs (the notebook, then its feedback page) act first
+    deadline = cfg.limits.notebook_timeout_s + cfg.limits.feedback_timeout_s + 120
     try:
         while workers:
             ready, _, _ = select.select([w.events for w in workers], [], [], 1.0)

@@ -34,6 +34,10 @@ def test_the_dead_cell_is_read_from_the_trace_and_an_empty_trace_names_none(tmp_
     assert crashes.dead_cell(trace) is None
     trace.write_text("6\tcell 7 (grade id 'experiment')")
     assert crashes.dead_cell(trace) == (6, "cell 7 (grade id 'experiment')")
+    assert crashes.dead_cause(trace) is None
+    trace.write_text("6\tcell 7 (grade id 'experiment')\tfiles-limit")   # ended by the executor
+    assert crashes.dead_cell(trace) == (6, "cell 7 (grade id 'experiment')")
+    assert crashes.dead_cause(trace) == "files-limit"
 
 
 def _with_answer(course: Path, student: str, answers: dict[str, str]) -> None:
