@@ -1,4 +1,9 @@
-"""What hostile submissions cost a class run: time and memory with and without the attacks.
+"""What hostile submissions cost: the pre-check, and a class run with and without the attacks.
+
+First the issue's 28.6 MB notebook of 10 million ``{}`` in its metadata goes through the
+pre-check (``intake.read`` and ``intake.check``) five times, with the default limits and with
+the notebook limit raised to 32 MB (so that the JSON check refuses it): the time of each
+refusal and this process's peak memory. Then:
 
 Builds two classes of ``--students`` honest students (copies of alice's and bob's
 assignment 1, alternating) under the small limits of the attack corpus
@@ -32,8 +37,40 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from grader.grading import intake  # noqa: E402
+from grader.grading.config import SubmissionLimits  # noqa: E402
 from grader.grading.procs import descendants  # noqa: E402
 from tests.grading.attacks import hostile  # noqa: E402
+
+
+def precheck() -> None:
+    import resource
+
+    import nbformat  # noqa: F401 - imported before the clock starts: not part of the check
+    import numpy  # noqa: F401
+
+    course = Path(tempfile.mkdtemp(prefix="bench-braces-"))
+    try:
+        folder = course / "submitted" / "s" / "a"
+        folder.mkdir(parents=True)
+        (course / "source" / "a").mkdir(parents=True)
+        (course / "source" / "a" / "nb.ipynb").write_text("{}")
+        (folder / "nb.ipynb").write_bytes(b'{"cells": [], "metadata": {"x": [' + b"{}," * 9_999_999
+                                          + b'{}]}, "nbformat": 4, "nbformat_minor": 5}')
+        size = (folder / "nb.ipynb").stat().st_size / 2**20
+        for label, lim in (("default limits", SubmissionLimits()),
+                           ("notebooks up to 32 MB", SubmissionLimits(max_notebook_mb=32))):
+            times = []
+            for _ in range(5):
+                t0 = time.perf_counter()
+                problem, _, _ = intake.check(intake.read(course, "s", "a", lim), course, lim)
+                times.append(time.perf_counter() - t0)
+            print(f"pre-check of a {size:.1f} MB notebook of 10 million {{}}, {label}: refused in "
+                  f"{min(times):.2f}-{max(times):.2f} s (median {statistics.median(times):.2f} s): "
+                  f"{problem[1][:80]}")
+        print(f"peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB\n")
+    finally:
+        shutil.rmtree(course, ignore_errors=True)
 
 
 def make_class(course: Path, n: int, attacks: bool) -> None:
@@ -108,6 +145,7 @@ def main() -> None:
     p.add_argument("--students", type=int, default=4)
     p.add_argument("--repeats", type=int, default=1)
     a = p.parse_args()
+    precheck()
     runs: dict[str, list[dict]] = {"honest": [], "attacks": []}
     base = Path(tempfile.mkdtemp(prefix="bench-attacks-"))
     try:
