@@ -29,6 +29,10 @@ added to the cell's streams in time order, as in a kernel (stream outputs can on
 nbgrader gives 0 for a cell with ``stderr`` output, and reads points from ``execute_result``
 only, which only the judge writes).
 
+Threads: the test cell runs in a thread of its own, and the kernel's calls are answered in
+more; each first turns on Paddle's dynamic-graph mode, which Paddle keeps per thread
+(:func:`grader.lab.threads.framework_ready`).
+
 Limits: the cell's time limit (``Execute.timeout``) bounds every wait for the kernel; past it
 the kernel is interrupted and the cell gets nbgrader's ``CellTimeoutError`` output. A kernel
 that dies during a test cell (``os._exit`` in the student's function) raises nbclient's
@@ -43,6 +47,7 @@ import ast
 import asyncio
 import builtins
 import linecache
+import os
 import secrets
 import sys
 import threading
@@ -56,8 +61,9 @@ from nbclient.util import run_sync
 from nbformat import NotebookNode
 from nbformat.v4 import new_output
 
-from . import crashes
+from . import crashes, hidden
 from .crashes import GuardedExecute
+from ..lab.threads import framework_ready
 from .remote import Channel, ChannelClosed, RemoteTimeout, bootstrap_code, connect
 
 __all__ = ["JudgedExecute", "autograde_args", "run_cell_source", "CellNamespace"]
@@ -169,7 +175,10 @@ class JudgedExecute(GuardedExecute):
     cells in this process; see the module docstring."""
 
     def preprocess(self, nb, resources=None, km=None):
-        course_id = self.config.get("CourseDirectory", {}).get("course_id", "default_course")
+        course = self.config.get("CourseDirectory", {})
+        course_id = course.get("course_id", "default_course")
+        # the hidden checks a test cell's hidden block loads live in the course folder
+        hidden.use(course.get("root") or os.getcwd())
         self._roles, self._sources = _roles(nb, resources or {}, self.skip_cells, course_id)
         if not self._roles:
             self.log.warning("JudgedExecute: the gradebook names no test cell in this notebook")
@@ -185,6 +194,7 @@ class JudgedExecute(GuardedExecute):
         if role == "locked":
             # the judge's namespace gets the instructor's imports too; a failure here shows
             # up in the test cells that need the names
+            framework_ready()
             run_cell_source(self._sources[cell_index], self._base, f"<locked cell {cell_index + 1}>")
         return out
 
@@ -212,6 +222,7 @@ class JudgedExecute(GuardedExecute):
         def judge() -> None:
             result: tuple = ([], None, None)
             try:
+                framework_ready()      # Paddle's eager mode is per thread (grader.lab.threads)
                 channel = connect(self._folder, name, deadline,
                                   alive=lambda: not dead.is_set() and not reply.done())
                 state["channel"] = channel
