@@ -78,6 +78,7 @@ def make_class(course: Path, n: int, attacks: bool) -> None:
     shutil.copy(ROOT / "exercises" / "nbgrader_config.py", course)
     (course / "course.toml").write_text(hostile.COURSE_TOML)
     shutil.copytree(ROOT / "exercises" / "source" / hostile.A1, course / "source" / hostile.A1)
+    shutil.copytree(ROOT / "exercises" / "hidden", course / "hidden")
     for i in range(n):
         sample = ("alice", "bob")[i % 2]
         shutil.copytree(ROOT / "exercises" / "submitted" / sample / hostile.A1,

@@ -279,6 +279,7 @@ def _class(attacks: bool) -> Path:
     shutil.copy(EXERCISES / "nbgrader_config.py", course)
     (course / "course.toml").write_text(hostile.COURSE_TOML)
     shutil.copytree(EXERCISES / "source" / A1, course / "source" / A1)
+    shutil.copytree(EXERCISES / "hidden", course / "hidden")
     for s in ("alice", "bob"):
         shutil.copytree(EXERCISES / "submitted" / s / A1, course / "submitted" / s / A1)
     if attacks:
