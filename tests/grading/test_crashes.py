@@ -131,3 +131,26 @@ def test_the_guarded_executor_takes_the_place_of_nbgraders_and_outputs_are_bound
                          "grader.grading.outputs.BoundOutputs"]
     assert chain[2:] == [f"{p.__module__}.{p.__qualname__}" for p in default[1:]]
     assert args[1:] == ["--GuardedExecute.trace_file=/t/cell", "--GuardedExecute.skip_cells=3,6"]
+
+
+@pytest.mark.slow
+def test_a_kernel_the_machines_out_of_memory_killer_ended_is_a_grading_fault_not_a_zero(
+        tmp_path, monkeypatch):
+    import os
+    import sys
+
+    from grader.grading.config import load
+    from grader.grading.item import GradingFault, api, grade_one
+    from grader.grading.sandbox import MACHINE_OOM
+
+    course = tmp_path / "course"
+    course.mkdir()
+    shutil.copy(EXERCISES / "nbgrader_config.py", course)
+    shutil.copytree(EXERCISES / "source" / A1, course / "source" / A1)
+    shutil.copytree(EXERCISES / "hidden", course / "hidden")
+    _with_answer(course, "frank", {"experiment": KILL})
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    assert api(course).generate_assignment(A1, force=True)["success"]   # (runs alembic)
+    with pytest.raises(GradingFault, match="machine ran out of memory"):
+        grade_one(load(course), "frank", A1, kernel_end=lambda: MACHINE_OOM)
+    assert not (course / "feedback" / "frank").exists()   # nothing recorded or released
