@@ -13,7 +13,7 @@ Everything under ``submitted/<student>/<assignment>/`` was made by the student. 
   bytes before the JSON is parsed (:func:`parse_json`), so a notebook made of millions of
   ``{}`` is refused in a fraction of a second instead of being parsed into gigabytes;
 - the folders themselves (``<student>``, ``<assignment>``) must not be links either, and the
-  ids must be names the grader can use for files (:func:`check_id`).
+  ids must be names the grader can use for files (:func:`id_problem`).
 
 What is accepted is staged (:meth:`Submission.stage`) into a private folder that nbgrader
 reads in place of ``submitted/``: nbgrader, the sandboxed kernel and the feedback only ever
@@ -37,8 +37,8 @@ from pathlib import Path
 
 from .config import SubmissionLimits
 
-__all__ = ["Submission", "Refused", "read", "check", "parse_json", "TooComplex", "check_id", "shown",
-           "restore_metadata", "csv_safe"]
+__all__ = ["Submission", "Refused", "read", "check", "parse_json", "TooComplex", "id_problem",
+           "shown", "restore_metadata", "csv_safe"]
 
 # nbgrader's CourseDirectory.ignore: never copied by nbgrader, so not read here either
 IGNORED_NAMES = (".ipynb_checkpoints", "__pycache__", "feedback")
@@ -56,7 +56,7 @@ def shown(name: str, width: int = 48) -> str:
     return text if len(text) <= width else text[:width - 4] + "...'"
 
 
-def check_id(kind: str, name: str, max_length: int = 64) -> str | None:
+def id_problem(kind: str, name: str, max_length: int = 64) -> str | None:
     """Why ``name`` cannot be a ``kind`` id (``"student"``, ``"assignment"``), or None.
 
     An id names files (logs, ``autograded/<student>/``) and ends up in spreadsheets: 1 to
@@ -188,7 +188,7 @@ def read(course: Path, student: str, assignment: str, limits: SubmissionLimits) 
     Never follows a link, never blocks, reads at most the limits."""
     sub = Submission(student, assignment)
     for kind, name in (("student", student), ("assignment", assignment)):
-        bad = check_id(kind, name, limits.max_id_length)
+        bad = id_problem(kind, name, limits.max_id_length)
         if bad:
             sub.problem = bad
             return sub

@@ -99,7 +99,7 @@ def precheck(course: Path, student: str, assignment: str,
 
 def log_name(student: str, assignment: str, suffix: str) -> str:
     """A log file's name for this job: the ids when they are valid ones, else a digest."""
-    if intake.check_id("student", student) or intake.check_id("assignment", assignment):
+    if intake.id_problem("student", student) or intake.id_problem("assignment", assignment):
         import hashlib
         return "job-" + hashlib.sha256(f"{student}\0{assignment}".encode(
             "utf-8", "surrogateescape")).hexdigest()[:16] + suffix
@@ -205,7 +205,7 @@ def _why_failed(log: str) -> tuple[str, str]:
 def failure_page(course: Path, o: Outcome) -> None:
     """A feedback page with the score and the reason (none for an id that cannot name a
     folder: that submission's reason is in the reports)."""
-    if intake.check_id("student", o.student) or intake.check_id("assignment", o.assignment):
+    if intake.id_problem("student", o.student) or intake.id_problem("assignment", o.assignment):
         return
     folder = course / "feedback" / o.student / o.assignment
     folder.mkdir(parents=True, exist_ok=True)

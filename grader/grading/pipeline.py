@@ -22,7 +22,7 @@
 
 Submissions are only read, never changed (:mod:`.intake` reads them as data, never
 following a link); one failure never stops the others. A folder in ``submitted/`` whose
-name is not a valid student id (:func:`~grader.grading.intake.check_id`) is not graded and
+name is not a valid student id (:func:`~grader.grading.intake.id_problem`) is not graded and
 never names a file: it is reported as ``invalid`` with the reason.
 """
 from __future__ import annotations
@@ -96,7 +96,7 @@ def _rejected(cfg: GradingConfig, who: list[str], names: list[str]) -> tuple[lis
 
     ok, bad = [], []
     for s in who:
-        why = intake.check_id("student", s, cfg.submission.max_id_length)
+        why = intake.id_problem("student", s, cfg.submission.max_id_length)
         if why is None:
             ok.append(s)
             continue
@@ -286,12 +286,12 @@ def grade_course(course: str | Path = "exercises", *, only_students: list[str] |
     os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
     names = [a for a in assignments(course) if not only_assignments or a in only_assignments]
     for a in names:
-        why = intake.check_id("assignment", a, cfg.submission.max_id_length)
+        why = intake.id_problem("assignment", a, cfg.submission.max_id_length)
         if why:
             raise ValueError(f"source/{intake.shown(a)}: {why}; rename the assignment folder")
     who = [s for s in students(course) if not only_students or s in only_students]
     scope = [(s, a) for s in who for a in names
-             if intake.check_id("student", s, cfg.submission.max_id_length) is None]
+             if intake.id_problem("student", s, cfg.submission.max_id_length) is None]
 
     from .ledger import Ledger
 

@@ -131,7 +131,7 @@ def test_the_digest_follows_content_and_refusals(course):
     ("a b", "not letters"), ("é", "not letters"), ("a\nb", "not letters"),
 ])
 def test_ids_are_checked_before_they_name_a_file(name, bad):
-    got = intake.check_id("student", name)
+    got = intake.id_problem("student", name)
     assert (got is None) if bad is None else (bad in got)
 
 
