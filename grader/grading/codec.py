@@ -42,7 +42,8 @@ VALUE_TYPES = {
     "grader.lab.timeline.Timeline": ("grader.lab.timeline", "Timeline"),
     "grader.lab.timeline.Interval": ("grader.lab.timeline", "Interval"),
     "grader.lab.workers.TaskRecord": ("grader.lab.workers", "TaskRecord"),
-    "grader.lab.planner.Strategy": ("grader.lab.planner", "Strategy"),
+    "grader.lab.planner.cost.Strategy": ("grader.lab.planner", "Strategy"),
+    "grader.lab.planner.Strategy": ("grader.lab.planner", "Strategy"),  # before the split
 }
 _DTYPE_KINDS = "biufc"          # bool, int, uint, float, complex: no object, no structured
 
@@ -313,7 +314,7 @@ class Decoder:
         want = {f.name for f in dataclasses.fields(cls) if f.init}
         if set(fields) != want:
             raise ProtocolError(f"{name}: fields {sorted(fields)}, expected {sorted(want)}")
-        if name == "grader.lab.planner.Strategy":
+        if attr == "Strategy":
             fields["placements"] = tuple(fields["placements"])
         return cls(**fields)
 
