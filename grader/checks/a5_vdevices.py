@@ -35,6 +35,7 @@ from typing import Any, Callable
 import numpy as np
 
 from grader.lab.workers import TaskRecord
+from grader.wire import value_type
 
 __all__ = ["VirtualClock", "VirtualDevice", "VRef", "VFuture", "virtual_devices", "task_cost_ms",
            "LAUNCH_MS", "COPY_BYTES_PER_MS", "FLOPS_PER_MS", "ELEMS_PER_MS"]
@@ -45,6 +46,7 @@ FLOPS_PER_MS = 3.3554432e7     # a 256^3 product (2 * 256^3 flop) takes exactly 
 ELEMS_PER_MS = 6.5536e5        # an element-wise op on 256 x 256 takes 0.1 ms
 
 
+@value_type
 @dataclass(frozen=True)
 class VRef:
     """A value living on virtual device ``device``; ready at virtual time ``ready_ms``."""

@@ -63,7 +63,7 @@ from .remote import Channel, ChannelClosed, RemoteTimeout, bootstrap_code, conne
 __all__ = ["JudgedExecute", "autograde_args", "run_cell_source", "CellNamespace"]
 
 GRACE_S = 10.0          # how long a stopped or interrupted kernel may take to answer
-_OWN_FILES = ("judge.py", "remote.py", "codec.py")
+_OWN_FILES = ("judge.py", "remote.py", "wire.py")
 
 
 class CellNamespace(dict):

@@ -41,6 +41,8 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field, replace
 
+from ..wire import value_type
+
 __all__ = ["Cluster", "PRESETS", "calibrated_cluster", "Strategy", "Collective", "comm_plan",
            "comm_bytes", "Prediction", "predict", "enumerate_strategies", "best_strategy",
            "PLACEMENTS", "ring_bytes", "collective_time", "fit_link", "with_devices", "fmt_bytes"]
@@ -91,6 +93,7 @@ def calibrated_cluster(n: int, flops: float, bandwidth: float, latency: float,
                                "latency/bandwidth fit to timed all-reduces between 2 ranks")
 
 
+@value_type(rebuild=lambda f: {**f, "placements": tuple(f["placements"])})
 @dataclass(frozen=True)
 class Strategy:
     """``dp`` data-parallel replicas, each a group of ``tp`` ranks sharing every layer by

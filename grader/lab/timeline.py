@@ -9,11 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from ..wire import value_type
+
 __all__ = ["Interval", "Timeline", "COLORS"]
 
 COLORS = {"compute": "#4C72B0", "copy": "#DD8452", "comm": "#55A868", "other": "#8C8C8C"}
 
 
+@value_type
 @dataclass(frozen=True)
 class Interval:
     row: str
@@ -37,6 +40,7 @@ def _merge(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
     return [(s, e) for s, e in out]
 
 
+@value_type
 @dataclass
 class Timeline:
     title: str = ""

@@ -25,6 +25,8 @@ from multiprocessing.connection import Client, Listener
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..wire import value_type
+
 # Each worker is a fresh interpreter started with subprocess (safe after torch, paddle or
 # CUDA were initialised in the parent, which ``fork`` is not). Unlike multiprocessing's
 # ``spawn`` it never re-imports the caller's ``__main__``, so a script without an
@@ -48,6 +50,7 @@ class Ref:
     key: int
 
 
+@value_type
 @dataclass
 class TaskRecord:
     """One finished task as the worker clocked it (``time.perf_counter_ns``, shared by all

@@ -1,4 +1,4 @@
-"""The judge <-> kernel channel (grader.grading.remote) and its data-only codec, in one
+"""The judge <-> kernel channel (grader.grading.remote) and the data-only wire format, in one
 process: a socket pair, the "kernel" end served by a thread with its own namespace."""
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import time
 import numpy as np
 import pytest
 
-from grader.grading import codec, remote
-from grader.grading.codec import Decoder, Encoder, ProtocolError
+from grader import wire as codec
+from grader.grading import remote
+from grader.wire import Decoder, Encoder, ProtocolError
 from grader.grading.remote import Channel, ChannelClosed, KernelObject, RemoteTimeout
 
 KERNEL_CODE = '''
