@@ -10,11 +10,13 @@ there. Each attack says where the judge stops it.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import nbformat
@@ -39,6 +41,13 @@ def in_body(code: str) -> str:
     body = "".join(f"    {line}\n" for line in code.strip().splitlines())
     return f"def time_work(device, clock, fn, *args, warmup=1, repeats=3):\n{body}    return 0.02\n"
 
+
+# a kernel whose channel answers the judge's first request with ``reply`` (raw bytes)
+RAW_REPLY = """import struct as _st
+import grader.grading.remote as _r
+def _evil(self, msg):{reply}
+_r.Channel._serve_one = _evil
+"""
 
 # name -> (time_work cell, forges in the kernel, where the judge stops it)
 ATTACKS: dict[str, tuple[str, bool, str]] = {
@@ -159,7 +168,48 @@ _r.Channel._serve_one = _evil
 """, False,
         # the judge decodes only data; a malformed answer is an error in the test cell
         "codec (refuses the answer)"),
+    # -- denial of service of the judge: each is stopped by a limit, which the cell's output
+    #    names (LIMITS below), and the honest student graded in the same run keeps her score
+    "hash_collision_reply": (WRONG_TIME + RAW_REPLY.format(reply="""
+    P = 2**61 - 1      # 50,000 keys that all hash to 0: quadratic to put in a dict
+    self._send({"k": "rep", "id": "k0", "to": msg["id"], "ok": True, "back": [],
+                "v": {"d": [[{"i": str(k * P)}, 0] for k in range(1, 50_001)], "n": 0}}, [])"""),
+        False, "wire: distinct values sharing one hash"),
+    "deep_json_reply": (WRONG_TIME + RAW_REPLY.format(reply="""
+    head = (b'{"k":"rep","id":"k0","to":"' + msg["id"].encode() + b'","ok":true,"back":[],"v":'
+            + b"[" * 200_000 + b"]" * 200_000 + b"}")
+    self.sock.sendall(_st.pack("!IQ", 0, len(head)) + head)"""),
+        False, "wire: nesting (in the JSON)"),
+    "huge_header_reply": (WRONG_TIME + RAW_REPLY.format(reply="""
+    self.sock.sendall(_st.pack("!IQ", 0, 2**30))      # 'a 1 GiB header follows'"""),
+        False, "wire: header size, refused before it is read"),
+    "many_values_reply": (WRONG_TIME + RAW_REPLY.format(reply="""
+    self._send({"k": "rep", "id": "k0", "to": msg["id"], "ok": True, "back": [],
+                "v": {"l": [0] * 2_000_000, "n": 0}}, [])"""),
+        False, "wire: values per message"),
+    "thread_flood": (in_body("""import threading
+errors, go = [], threading.Barrier(2000)
+def hit():
+    go.wait()
+    try:
+        clock()
+    except Exception as e:
+        errors.append(e)
+threads = [threading.Thread(target=hit) for _ in range(2000)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()"""), False, "channel: at most MAX_CALL_THREADS judge threads (test_remote)"),
 }
+
+# attack -> what the judged test cell's output says stopped it
+LIMITS = {
+    "hash_collision_reply": "share one hash",
+    "deep_json_reply": "nested too deeply",
+    "huge_header_reply": "message too large",
+    "many_values_reply": "message too large",
+}
+HONEST = {"alice": {"test_time_work": 4.0, "test_experiment": 4.0}}   # as graded alone
 
 
 def _notebook(course: Path, student: str, time_work: str) -> None:
@@ -175,24 +225,39 @@ def _notebook(course: Path, student: str, time_work: str) -> None:
     nbformat.write(nb, out / f"{A1}.ipynb")
 
 
-def _grade(course: Path, extra: list[str]) -> dict[str, float]:
+def _grade(course: Path, extra: list[str]) -> dict[str, dict]:
+    """student -> {"score", "cells" (grade id -> score), "said" (the test cells' outputs)}."""
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
                COURSE_CELL_TIMEOUT="30")
     run = lambda *a: subprocess.run([sys.executable, "-m", "nbgrader", *a,  # noqa: E731
                                      f"--CourseDirectory.root={course}"], cwd=course, env=env,
-                                    capture_output=True, text=True, timeout=900)
+                                    capture_output=True, text=True, timeout=1800)
     assert run("generate_assignment", A1, "--force").returncode == 0
+    t0 = time.monotonic()
     run("autograde", A1, "--force", *extra)   # non-zero when a kernel died: that one scores 0
+    print(f"{course.name}: {len(STUDENTS)} notebooks autograded in {time.monotonic() - t0:.1f} s")
     from nbgrader.api import Gradebook, MissingEntry
 
-    scores = {}
+    out: dict[str, dict] = {}
     with Gradebook("sqlite:///" + str(course / "gradebook.db"), "parallel-dl") as gb:
-        for student in ["baseline", *ATTACKS]:
+        for student in STUDENTS:
             try:
-                scores[student] = float(gb.find_submission(A1, student).score)
+                sub = gb.find_submission(A1, student)
+                cells = {g.name: float(g.score) for nb in sub.notebooks for g in nb.grades}
+                score = float(sub.score)
             except MissingEntry:
-                scores[student] = 0.0
-    return scores
+                score, cells = 0.0, {}
+            graded = course / "autograded" / student / A1 / f"{A1}.ipynb"
+            said = ""
+            if graded.exists():
+                nb = nbformat.read(graded, as_version=4)
+                said = json.dumps([c.get("outputs", []) for c in nb.cells
+                                   if c.metadata.get("nbgrader", {}).get("grade_id", "").startswith("test_")])
+            out[student] = {"score": score, "cells": cells, "said": said}
+    return out
+
+
+STUDENTS = ["baseline", *HONEST, *ATTACKS]
 
 
 def _course() -> Path:
@@ -200,13 +265,15 @@ def _course() -> Path:
     shutil.copy(EXERCISES / "nbgrader_config.py", course)
     shutil.copytree(EXERCISES / "source" / A1, course / "source" / A1)
     _notebook(course, "baseline", WRONG_TIME)
+    for name in HONEST:
+        shutil.copytree(EXERCISES / "submitted" / name / A1, course / "submitted" / name / A1)
     for name, (code, _, _) in ATTACKS.items():
         _notebook(course, name, code)
     return course
 
 
 @pytest.fixture(scope="module")
-def scores():
+def graded():
     judged, plain = _course(), _course()
     try:
         yield (_grade(judged, judge.autograde_args(judged / "trace", [])),
@@ -214,6 +281,11 @@ def scores():
     finally:
         shutil.rmtree(judged, ignore_errors=True)
         shutil.rmtree(plain, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def scores(graded):
+    return tuple({s: r["score"] for s, r in way.items()} for way in graded)
 
 
 def test_the_baseline_scores_nothing_either_way(scores):
@@ -227,6 +299,19 @@ def test_the_baseline_scores_nothing_either_way(scores):
 def test_no_attack_raises_the_judged_score(scores, attack):
     judged, _ = scores
     assert judged[attack] <= judged["baseline"], f"{attack} forged {judged[attack]} points"
+
+
+@pytest.mark.parametrize("attack", sorted(LIMITS))
+def test_a_limit_of_the_judge_stops_it_and_the_cell_says_which(graded, attack):
+    judged, _ = graded
+    assert LIMITS[attack] in judged[attack]["said"], judged[attack]["said"][-2000:]
+    assert judged[attack]["cells"] and all(v == 0 for v in judged[attack]["cells"].values())
+
+
+@pytest.mark.parametrize("student", sorted(HONEST))
+def test_honest_students_graded_beside_the_attacks_keep_their_exact_scores(graded, student):
+    judged, plain = graded
+    assert judged[student]["cells"] == plain[student]["cells"] == HONEST[student]
 
 
 @pytest.mark.parametrize("attack", sorted(a for a, (_, forges, _) in ATTACKS.items() if forges))
