@@ -44,7 +44,8 @@ import time
 from typing import Any, Callable
 
 __all__ = ["Limits", "LIMITS", "ProtocolError", "Encoder", "Decoder", "pack", "read_frame",
-           "dumps", "loads", "value_type", "tensor_framework", "array_of"]
+           "dumps", "loads", "socket_reader", "send_value", "recv_value", "value_type",
+           "tensor_framework", "array_of"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,6 +161,34 @@ def loads(data: bytes, limits: Limits = LIMITS) -> Any:
         tree, buffers = read_frame(read_exact, limits)
     except struct.error as e:
         raise ProtocolError(f"not a value file: {e}") from None
+    return Decoder("x", buffers, no_handles, limits=limits).decode(tree)
+
+
+def socket_reader(sock) -> Callable[[int], bytes]:
+    """``read_exact(n)`` on a stream socket (``EOFError`` when the other side closed it)."""
+    def read_exact(n: int) -> bytes:
+        chunks, left = [], n
+        while left:
+            got = sock.recv(min(left, 1 << 20))
+            if not got:
+                raise EOFError("the other side closed the connection")
+            chunks.append(got)
+            left -= len(got)
+        return b"".join(chunks)
+    return read_exact
+
+
+def send_value(sock, value: Any) -> None:
+    """Send ``value`` (data only, as :func:`dumps`) as one message on a stream socket."""
+    sock.sendall(dumps(value))
+
+
+def recv_value(sock, limits: Limits = LIMITS) -> Any:
+    """The next message on a stream socket, decoded as data only (no handles)."""
+    def no_handles(*_: Any):
+        raise ProtocolError("a handle where data was expected")
+
+    tree, buffers = read_frame(socket_reader(sock), limits)
     return Decoder("x", buffers, no_handles, limits=limits).decode(tree)
 
 

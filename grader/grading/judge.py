@@ -19,6 +19,9 @@ crash handling it keeps) runs the notebook cell by cell in the kernel as before,
   :class:`~grader.grading.feedback.StripTestTracebacks` work unchanged.
 - **locked cells** that are neither tests nor answers (the imports cell) run in the kernel
   *and* in the judge's namespace, so ``checks``, ``grade`` and ``public`` are the judge's own.
+- **ranks**: a check that runs the student's code on several ranks (assignment 7) runs
+  each rank in a sandbox of its own, like the kernel's but alone, when the kernel is
+  sandboxed (:mod:`grader.grading.rank_sandbox`, :mod:`grader.lab.relay`).
 - a name the judge's namespace does not define (the student's functions, ``FRAMEWORK``) is
   looked up in the kernel when the test cell uses it, and arrives as data or as a proxy that
   calls into the kernel (:mod:`grader.grading.remote`): only data crosses back.
@@ -57,7 +60,7 @@ from nbclient.util import run_sync
 from nbformat import NotebookNode
 from nbformat.v4 import new_output
 
-from . import crashes
+from . import crashes, rank_sandbox
 from .crashes import GuardedExecute
 from .judge_process import (MAX_STREAM_CHARS, CellNamespace, JudgeProcess, bounded_streams,
                             error_fields, run_cell_source)
@@ -130,7 +133,8 @@ class JudgedExecute(GuardedExecute):
         gid = cell.metadata.get("nbgrader", {}).get("grade_id", index)
         answer, dead = await self._run_in_judge(reply, deadline, {
             "op": "test", "source": self._sources[index], "filename": f"<test cell {gid}>",
-            "folder": self._folder, "socket": name, "deadline": deadline})
+            "folder": self._folder, "socket": name, "deadline": deadline,
+            "env": self._rank_isolation()})
         timed_out = answer is _HUNG or answer["timeout"]
         if timed_out and not dead:
             await self._ensure_async(self.km.interrupt_kernel())
@@ -156,6 +160,17 @@ class JudgedExecute(GuardedExecute):
         await run_hook(self.on_cell_executed, cell=cell, cell_index=index,
                        execute_reply={"content": content})
         return cell
+
+    def _rank_isolation(self) -> dict[str, str]:
+        """When this notebook's kernel is sandboxed, the checks' student ranks (assignment 7)
+        are too, each alone (:mod:`grader.grading.rank_sandbox`)."""
+        try:
+            argv = list(self.km.kernel_spec.argv)
+        except Exception:  # noqa: BLE001 - no kernel spec: a plain kernel
+            return {}
+        if "grader.grading.sandbox_kernel" in argv and "--settings" in argv:
+            return rank_sandbox.isolation(argv[argv.index("--settings") + 1])
+        return {}
 
     async def _run_in_judge(self, reply, deadline: float, cmd: dict):
         """Have the judge process run ``cmd``: ``(answer, kernel died)``; the answer is

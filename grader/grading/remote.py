@@ -55,7 +55,7 @@ import types
 import warnings
 from typing import Any
 
-from ..wire import Decoder, Encoder, ProtocolError, pack, read_frame
+from ..wire import Decoder, Encoder, ProtocolError, pack, read_frame, socket_reader
 from .inplace import copy_back, fingerprint, mutable_array, storages
 from .proxies import (ChannelClosed, JudgeObject, KernelObject, Opaque, RemoteError,
                       RemoteTimeout, denied, remote_exception)
@@ -277,8 +277,9 @@ class Channel:
     # -- reading --------------------------------------------------------------------
     def _read_loop(self) -> None:
         try:
+            read_exact = socket_reader(self.sock)
             while True:
-                header, buffers = read_frame(self._read_exact)
+                header, buffers = read_frame(read_exact)
                 if not isinstance(header, dict) or header.get("k") not in ("req", "rep"):
                     raise ProtocolError("not a message")
                 header["buffers"] = buffers
@@ -287,16 +288,6 @@ class Channel:
             self._close("the notebook's kernel closed the connection")
         except BaseException as e:  # noqa: BLE001 - garbage, a memory limit: the channel ends
             self._close(f"{type(e).__name__}: {e}")
-
-    def _read_exact(self, n: int) -> bytes:
-        chunks, left = [], n
-        while left:
-            got = self.sock.recv(min(left, 1 << 20))
-            if not got:
-                raise EOFError
-            chunks.append(got)
-            left -= len(got)
-        return b"".join(chunks)
 
     def _route(self, msg: dict) -> None:
         try:
