@@ -23,6 +23,7 @@ import nbformat
 import pytest
 
 from grader.grading import crashes, judge
+from tests.grading.attacks import judge_dos
 
 pytestmark = pytest.mark.slow
 
@@ -41,13 +42,6 @@ def in_body(code: str) -> str:
     body = "".join(f"    {line}\n" for line in code.strip().splitlines())
     return f"def time_work(device, clock, fn, *args, warmup=1, repeats=3):\n{body}    return 0.02\n"
 
-
-# a kernel whose channel answers the judge's first request with ``reply`` (raw bytes)
-RAW_REPLY = """import struct as _st
-import grader.grading.remote as _r
-def _evil(self, msg):{reply}
-_r.Channel._serve_one = _evil
-"""
 
 # name -> (time_work cell, forges in the kernel, where the judge stops it)
 ATTACKS: dict[str, tuple[str, bool, str]] = {
@@ -168,47 +162,12 @@ _r.Channel._serve_one = _evil
 """, False,
         # the judge decodes only data; a malformed answer is an error in the test cell
         "codec (refuses the answer)"),
-    # -- denial of service of the judge: each is stopped by a limit, which the cell's output
-    #    names (LIMITS below), and the honest student graded in the same run keeps her score
-    "hash_collision_reply": (WRONG_TIME + RAW_REPLY.format(reply="""
-    P = 2**61 - 1      # 50,000 keys that all hash to 0: quadratic to put in a dict
-    self._send({"k": "rep", "id": "k0", "to": msg["id"], "ok": True, "back": [],
-                "v": {"d": [[{"i": str(k * P)}, 0] for k in range(1, 50_001)], "n": 0}}, [])"""),
-        False, "wire: distinct values sharing one hash"),
-    "deep_json_reply": (WRONG_TIME + RAW_REPLY.format(reply="""
-    head = (b'{"k":"rep","id":"k0","to":"' + msg["id"].encode() + b'","ok":true,"back":[],"v":'
-            + b"[" * 200_000 + b"]" * 200_000 + b"}")
-    self.sock.sendall(_st.pack("!IQ", 0, len(head)) + head)"""),
-        False, "wire: nesting (in the JSON)"),
-    "huge_header_reply": (WRONG_TIME + RAW_REPLY.format(reply="""
-    self.sock.sendall(_st.pack("!IQ", 0, 2**30))      # 'a 1 GiB header follows'"""),
-        False, "wire: header size, refused before it is read"),
-    "many_values_reply": (WRONG_TIME + RAW_REPLY.format(reply="""
-    self._send({"k": "rep", "id": "k0", "to": msg["id"], "ok": True, "back": [],
-                "v": {"l": [0] * 2_000_000, "n": 0}}, [])"""),
-        False, "wire: values per message"),
-    "thread_flood": (in_body("""import threading
-errors, go = [], threading.Barrier(2000)
-def hit():
-    go.wait()
-    try:
-        clock()
-    except Exception as e:
-        errors.append(e)
-threads = [threading.Thread(target=hit) for _ in range(2000)]
-for t in threads:
-    t.start()
-for t in threads:
-    t.join()"""), False, "channel: at most MAX_CALL_THREADS judge threads (test_remote)"),
 }
-
-# attack -> what the judged test cell's output says stopped it
-LIMITS = {
-    "hash_collision_reply": "share one hash",
-    "deep_json_reply": "nested too deeply",
-    "huge_header_reply": "message too large",
-    "many_values_reply": "message too large",
-}
+# denial of service of the judge (tests/grading/attacks/judge_dos.py): each is stopped by a
+# limit, which the cell's output names (LIMITS), and the honest student graded in the same
+# run keeps her score
+ATTACKS.update({name: (code, False, where) for name, (code, where, _) in judge_dos.PAYLOADS.items()})
+LIMITS = {name: said for name, (_, _, said) in judge_dos.PAYLOADS.items() if said}
 HONEST = {"alice": {"test_time_work": 4.0, "test_experiment": 4.0}}   # as graded alone
 
 
