@@ -270,6 +270,7 @@ class JudgeProcess:
         self._sent = 0                     # locked cells the current process was sent
         self._proc: Any = None
         self._conn: Any = None
+        self._pidfd: int | None = None
         self._failure: BaseException | None = None
         self._starting: threading.Thread | None = None
         self._begin()
@@ -285,6 +286,9 @@ class JudgeProcess:
             proc = _Process(target=_child_main, args=(child,), daemon=True, name="grading-judge")
             proc.start()
             child.close()
+            # a pidfd names this process even after its pid is reused (it is the server's
+            # child, not ours: we cannot reap it)
+            self._pidfd = os.pidfd_open(proc.pid)
             parent.send_bytes(json.dumps(self._hello).encode())
             self._proc, self._conn = proc, parent
         except BaseException as e:  # noqa: BLE001 - raised by the next prepare()
@@ -335,21 +339,20 @@ class JudgeProcess:
 
         if self._starting is not None:
             self._starting.join()
-        proc = self._proc
-        if proc is not None and proc.pid:
+        proc, pidfd = self._proc, self._pidfd
+        if proc is not None and pidfd is not None:
             try:
-                os.kill(proc.pid, signal.SIGSTOP)      # no new children while we look
+                signal.pidfd_send_signal(pidfd, signal.SIGSTOP)   # no new children meanwhile
+                procs.kill_descendants(proc.pid)
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
             except ProcessLookupError:
-                pass
-            procs.kill_descendants(proc.pid)
-            try:
-                os.kill(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+                pass                                             # it had ended already
             proc.join(5)
+        if pidfd is not None:
+            os.close(pidfd)
         if self._conn is not None:
             self._conn.close()
-        self._proc = self._conn = self._starting = None
+        self._proc = self._conn = self._starting = self._pidfd = None
 
     def close(self) -> None:
         """Tell the process to stop, then make sure (the notebook is done)."""
