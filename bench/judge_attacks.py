@@ -26,7 +26,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
+sys.path.append(str(HERE.parent))      # after $PYTHONPATH: its grader is the one measured
 
 A1 = "a1_independent_ops"
 
@@ -50,7 +50,7 @@ def make(course: Path, students: int, attacks: dict[str, str]) -> dict[str, str]
     return who
 
 
-def grade(course: Path, plain: bool) -> tuple[float, dict]:
+def grade(course: Path, plain: bool, sandbox: str | None = None) -> tuple[float, dict]:
     from grading_class import scores
 
     t0 = time.perf_counter()
@@ -65,7 +65,7 @@ def grade(course: Path, plain: bool) -> tuple[float, dict]:
         return time.perf_counter() - t0, scores(course)
     from grader.grading.pipeline import grade_course
 
-    run = grade_course(course, verbose=False)
+    run = grade_course(course, sandbox=sandbox, verbose=False)
     seconds = time.perf_counter() - t0
     return seconds, {(o.student, o.assignment): (o.score, o.status, o.reason[:120]) for o in run.outcomes}
 
@@ -76,8 +76,15 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--collision-keys", type=int, default=50_000)
     ap.add_argument("--plain", action="store_true", help="nbgrader autograde + judge, no pipeline")
+    ap.add_argument("--sandbox", choices=["auto", "bwrap", "none"],
+                    help="the pipeline's isolation (default: course.toml's)")
     a = ap.parse_args()
-    from tests.grading.attacks import judge_dos
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "judge_dos", HERE.parent / "tests" / "grading" / "attacks" / "judge_dos.py")
+    judge_dos = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(judge_dos)
 
     attacks = {name: code for name, (code, _, _) in judge_dos.PAYLOADS.items()}
     attacks["hash_collision_reply"] = judge_dos.WRONG_TIME + judge_dos.collision_reply(a.collision_keys)
@@ -85,6 +92,7 @@ def main() -> None:
 
     print(f"grader from {Path(grader.__file__).parent}; {a.students} honest students + "
           f"{len(attacks)} attacks; {'nbgrader + judge' if a.plain else 'pipeline'}; "
+          f"sandbox {a.sandbox or 'as course.toml says'}; "
           f"{os.cpu_count()} cores", flush=True)
     times: dict[str, list[float]] = {"honest": [], "attacked": []}
     for rep in range(a.repeats):
@@ -93,14 +101,13 @@ def main() -> None:
             with tempfile.TemporaryDirectory(prefix=f"bench-dos-{kind}-") as tmp:
                 course = Path(tmp) / "course"
                 who = make(course, a.students, attacks if kind == "attacked" else {})
-                seconds, result = grade(course, a.plain)
+                seconds, result = grade(course, a.plain, a.sandbox)
                 times[kind].append(seconds)
                 got[kind] = result
                 print(f"[run {rep + 1}] {kind}: {len(who)} submissions in {seconds:.1f} s", flush=True)
-                if kind == "attacked":
-                    for key, value in sorted(result.items()):
-                        if key[0].startswith("x_"):
-                            print(f"    {key[0]:<24} {value}")
+                for key, value in sorted(result.items()):
+                    if key[0].startswith("x_") or rep == 0:
+                        print(f"    {key[0]:<24} {value}")
         honest = {k: v for k, v in got["honest"].items()}
         same = all(got["attacked"].get(k) == v for k, v in honest.items())
         print(f"[run {rep + 1}] every honest student scored the same beside the attacks: "
