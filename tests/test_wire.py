@@ -1,4 +1,4 @@
-"""The wire format (grader/wire.py): one place, usable from grader.lab, and bounded: what a
+"""The wire format (grader/wire/): one place, usable from grader.lab, and bounded: what a
 process running student code sends is refused with the limit's name before it costs the
 receiver more than a bounded amount of time and memory."""
 from __future__ import annotations
@@ -36,10 +36,10 @@ def test_grader_lab_never_imports_grader_grading():
 
 
 def test_the_wire_format_is_written_once():
-    """Framing (struct '!IQ') lives in grader/wire.py only."""
+    """Framing (struct '!IQ') lives in grader/wire/frames.py only."""
     users = [p.relative_to(ROOT).as_posix() for p in (ROOT / "grader").rglob("*.py")
              if '"!IQ"' in p.read_text()]
-    assert users == ["grader/wire.py"]
+    assert users == ["grader/wire/frames.py"]
 
 
 def test_a_hash_collision_payload_is_refused_quickly():

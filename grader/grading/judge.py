@@ -62,8 +62,9 @@ from nbformat.v4 import new_output
 
 from . import crashes, rank_sandbox
 from .crashes import GuardedExecute
-from .judge_process import (MAX_STREAM_CHARS, CellNamespace, JudgeProcess, bounded_streams,
-                            error_fields, run_cell_source)
+from .judge_cells import (MAX_STREAM_CHARS, CellNamespace, bounded_streams, error_fields,
+                          run_cell_source)
+from .judge_process import JudgeProcess
 from .remote import bootstrap_code
 
 __all__ = ["JudgedExecute", "autograde_args", "run_cell_source", "CellNamespace"]

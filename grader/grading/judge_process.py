@@ -8,7 +8,7 @@ heartbeat, its progress and every other student it would grade next. So each not
 *judge process* (:class:`JudgeProcess`). It runs the instructor's locked cells (the imports)
 and every test cell in its main thread, fetches the student's names over the channel
 (:mod:`grader.grading.remote`), and answers with the cell's outputs as bounded JSON: streams
-(at most :data:`MAX_STREAM_CHARS`), the last value's ``repr`` and the error, if any.
+(bounded, :mod:`grader.grading.judge_cells`), the last value's ``repr`` and the error, if any.
 
 The worker waits for that answer without ever running the judge's code or decoding the
 kernel's data itself. A cell whose answer has not come within its time limit plus
@@ -21,139 +21,33 @@ importing them. It runs as the worker's user (it never runs student code) and di
 """
 from __future__ import annotations
 
-import ast
 import builtins
 import ctypes
 import importlib.util
 import io
 import json
-import linecache
 import multiprocessing
 import os
 import pkgutil
 import signal
 import sys
 import threading
-import time
-import traceback
 from multiprocessing import forkserver, popen_forkserver, reduction, spawn, util
 from multiprocessing.context import ForkServerProcess, set_spawning_popen
 from typing import Any
 
-from .remote import Channel, ChannelClosed, RemoteTimeout, connect
+from .judge_cells import CellNamespace, bounded_streams, error_fields, run_cell_source
+from .remote import RemoteTimeout, connect
 
-__all__ = ["JudgeProcess", "CellNamespace", "run_cell_source", "error_fields", "PRELOAD"]
+__all__ = ["JudgeProcess", "PRELOAD", "MAX_REPR_CHARS"]
 
-MAX_STREAM_CHARS = 1_000_000    # what one test cell may print, in the judge and the kernel
 MAX_REPR_CHARS = 100_000
 MAX_REPLY_BYTES = 16 * 2**20
 # imported once by the fork server (and every check module); PyTorch and Paddle too if this
 # process has them already (they take seconds; a check that needs one imports it itself)
 PRELOAD = ("numpy", "grader.grading.judge_process", "grader.checks.support")
-_OWN_FILES = ("judge.py", "judge_process.py", "remote.py", "wire.py")
 
 
-class CellNamespace(dict):
-    """The judge's globals for one test cell: its own names first; any other name that is
-    not a built-in is looked up in the kernel (and kept for the rest of the cell)."""
-
-    def __init__(self, base: dict, channel: Channel | None) -> None:
-        super().__init__(base)
-        self.channel = channel
-
-    def __missing__(self, key: str) -> Any:
-        if self.channel is None or key in builtins.__dict__:
-            raise KeyError(key)
-        try:
-            value = self.channel.request("global", name=key)
-        except NameError:
-            raise KeyError(key) from None
-        self[key] = value
-        return value
-
-    def get(self, key: str, default: Any = None) -> Any:   # globals().get("FRAMEWORK", ...)
-        try:
-            return self[key]
-        except KeyError:
-            return default
-
-
-class _Capture:
-    """Stands in for ``sys.stdout`` / ``sys.stderr`` while a test cell runs in the judge. Only
-    the cell's own threads (the one running it, and those answering the kernel's calls) write
-    into the cell; any other thread of this process still writes where it did: a stray
-    ``stderr`` line would cost the student the cell."""
-
-    def __init__(self, name: str, sink: list, lock: threading.Lock, owner: threading.Thread,
-                 original) -> None:
-        self.name, self.sink, self.lock, self.owner, self.original = name, sink, lock, owner, original
-
-    def write(self, text: str) -> int:
-        me = threading.current_thread()
-        if me is not self.owner and not me.name.startswith("remote-j"):
-            return self.original.write(text)
-        with self.lock:
-            self.sink.append((time.time(), self.name, str(text)))
-        return len(text)
-
-    def flush(self) -> None:
-        pass
-
-    def isatty(self) -> bool:
-        return False
-
-
-def run_cell_source(source: str, ns: dict, filename: str = "<test cell>") -> tuple[list, Any, BaseException | None]:
-    """Run ``source`` as IPython would run a cell: ``(streams, value, exception)``, where
-    ``streams`` is ``[(time, "stdout"|"stderr", text)]`` and ``value`` the last expression's
-    value (``None`` when there is none, or the cell ends with ``;``)."""
-    streams: list = []
-    lock = threading.Lock()
-    old = sys.stdout, sys.stderr
-    me = threading.current_thread()
-    sys.stdout = _Capture("stdout", streams, lock, me, old[0])
-    sys.stderr = _Capture("stderr", streams, lock, me, old[1])
-    value, error = None, None
-    try:
-        lines = source.splitlines(keepends=True)
-        linecache.cache[filename] = (len(source), None, lines, filename)
-        tree = ast.parse(source, filename)
-        last = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr) and not source.rstrip().endswith(";"):
-            last = ast.Expression(tree.body.pop().value)
-        exec(compile(tree, filename, "exec"), ns)
-        if last is not None:
-            value = eval(compile(last, filename, "eval"), ns)
-    except BaseException as e:  # noqa: BLE001 - the cell's error output, as in a kernel
-        error = e
-    finally:
-        sys.stdout, sys.stderr = old
-    return streams, value, error
-
-
-def error_fields(e: BaseException) -> dict:
-    """An ``error`` output's fields for ``e`` (the judge's own frames left out)."""
-    tb = traceback.TracebackException.from_exception(e)
-    tb.stack = traceback.StackSummary.from_list(
-        [f for f in tb.stack if not f.filename.endswith(_OWN_FILES)])
-    lines = [line.rstrip("\n")[:10_000] for line in tb.format()][-200:]
-    return {"ename": type(e).__name__, "evalue": str(e)[:10_000], "traceback": lines}
-
-
-def bounded_streams(items: list, limit: int = MAX_STREAM_CHARS) -> list:
-    """``items`` (``(time, name, text)``) up to ``limit`` characters, and a note where cut."""
-    out, left = [], limit
-    for when, name, text in items:
-        if left <= 0:
-            break
-        if len(text) > left:
-            text = text[:left] + f"\n[output cut: a test cell may print {limit} characters]\n"
-        left -= len(text)
-        out.append((when, name, text))
-    return out
-
-
-# -- the judge process ---------------------------------------------------------------------
 def _die_with_parent() -> None:
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from grader.grading import remote
-from grader.grading.judge_process import MAX_STREAM_CHARS, JudgeProcess
+from grader.grading.judge_cells import MAX_STREAM_CHARS
+from grader.grading.judge_process import JudgeProcess
 
 
 @pytest.fixture

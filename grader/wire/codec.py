@@ -1,224 +1,17 @@
-"""The wire format: how values cross between processes that do not trust each other.
-
-One message is a JSON tree plus raw byte buffers, framed as ``!IQ`` (buffer count, header
-length), the header, then each buffer as ``!Q`` length + bytes (:func:`pack`,
-:func:`read_frame`). The grading judge and a student's kernel speak it over a socket
-(:mod:`grader.grading.remote`); a rank process that runs student code returns its result in
-it (:func:`dumps` / :func:`loads`, :func:`grader.lab.launch.launch`), and an a7 rank talks to
-its relay in it (:mod:`grader.lab.relay`). Decoding builds only:
-
-- ``None``, ``bool``, ``int``, ``float``, ``complex``, ``str``, ``bytes``;
-- ``list``, ``tuple``, ``dict``, ``set``, ``frozenset`` (recursively; aliasing and cycles
-  through lists and dicts are kept: the same object twice decodes to one object);
-- NumPy arrays and scalars of bool, integer, float and complex dtypes (raw bytes + dtype +
-  shape, never pickle, never object dtype);
-- PyTorch / Paddle tensors (rebuilt from such an array, framework, dtype, requires-grad);
-- the course's plain value types: dataclasses that registered themselves with
-  :func:`value_type` (``@value_type`` above the class), rebuilt from their fields;
-- a torch tensor sharing storage with one the receiver sent (``x.detach()``) as a view of
-  the receiver's tensor (checked against its storage's bounds);
-- everything else as a *handle*: a number naming an object that stays on its side, for
-  which the receiver's ``handle`` callback gives a proxy.
-
-Decoding never runs code that the tree names: no pickle, no constructor the sender picks
-(only registered value types; a name not registered yet is looked up by importing its
-module only inside ``grader.lab`` and ``grader.checks``, the course's own libraries).
-
-And it is bounded (:class:`Limits`): the header's and the buffers' size, the number of
-values, the nesting, the seconds one message may take, and how many distinct values may
-share one hash. That last one stops hash-collision payloads (say 50,000 integers that are
-multiples of ``2**61 - 1``, all hashing to 0): as dict keys or set elements, or later in a
-check's ``set(...)``, they cost quadratic time in C, holding the GIL. A message over a limit
-raises :class:`ProtocolError` with the limit's name, which the receiver reports.
-"""
+"""Values as a JSON tree plus byte buffers, and back (:mod:`grader.wire`)."""
 from __future__ import annotations
 
 import dataclasses
 import importlib
-import importlib.util
-import json
 import math
-import struct
 import sys
 import time
 from typing import Any, Callable
 
-__all__ = ["Limits", "LIMITS", "ProtocolError", "Encoder", "Decoder", "pack", "read_frame",
-           "dumps", "loads", "socket_reader", "send_value", "recv_value", "value_type",
-           "tensor_framework", "array_of"]
+from .limits import LIMITS, Limits, ProtocolError
+from .values import DTYPE_KINDS, array_of, registered, tensor_framework, value_class
 
-
-@dataclasses.dataclass(frozen=True)
-class Limits:
-    header_bytes: int = 32 * 2**20     # the JSON tree of one message
-    buffer_bytes: int = 256 * 2**20    # the arrays and bytes of one message, together
-    buffers: int = 100_000             # how many buffers one message may carry
-    nodes: int = 1_000_000             # values in one message
-    depth: int = 64                    # nesting of containers
-    seconds: float = 10.0              # decoding one message
-    same_hash: int = 256               # distinct values of one message sharing a hash
-    digits: int = 4300                 # decimal digits of one integer
-
-
-LIMITS = Limits()
-_HEAD = struct.Struct("!IQ")
-_LEN = struct.Struct("!Q")
-_DTYPE_KINDS = "biufc"          # bool, int, uint, float, complex: no object, no structured
-_LAZY = ("grader.lab.", "grader.checks.")
-_VALUE_TYPES: dict[str, tuple[type, Callable[[dict], dict] | None]] = {}
-
-
-class ProtocolError(Exception):
-    """A message that does not follow the protocol, or is over a limit."""
-
-
-def value_type(cls: type | None = None, *, rebuild: Callable[[dict], dict] | None = None):
-    """Class decorator: instances of this dataclass cross by value, rebuilt from their
-    fields on the other side (``rebuild(fields)`` may adjust the decoded fields first, e.g.
-    a list into the tuple a frozen class needs). Without it they cross as handles."""
-    def register(c: type) -> type:
-        if not dataclasses.is_dataclass(c):
-            raise TypeError(f"{c.__name__} is not a dataclass: only dataclasses are value types")
-        _VALUE_TYPES[f"{c.__module__}.{c.__qualname__}"] = (c, rebuild)
-        return c
-    return register(cls) if cls is not None else register
-
-
-def _value_class(name: str) -> tuple[type, Callable[[dict], dict] | None]:
-    entry = _VALUE_TYPES.get(name)
-    module = name.rpartition(".")[0]
-    if entry is None and module.startswith(_LAZY) and all(p.isidentifier() for p in module.split(".")):
-        try:
-            if importlib.util.find_spec(module) is not None:
-                importlib.import_module(module)     # the course's library: it registers them
-        except ImportError:
-            pass
-        entry = _VALUE_TYPES.get(name)
-    if entry is None:
-        raise ProtocolError(f"{name} is not a value type")
-    return entry
-
-
-# -- framing -----------------------------------------------------------------------------
-def pack(header: Any, buffers: list[bytes]) -> bytes:
-    """One message: the framing, the header as JSON, the buffers."""
-    head = json.dumps(header, separators=(",", ":")).encode()
-    parts = [_HEAD.pack(len(buffers), len(head)), head]
-    for b in buffers:
-        parts += [_LEN.pack(len(b)), b]
-    return b"".join(parts)
-
-
-def read_frame(read_exact: Callable[[int], bytes], limits: Limits = LIMITS) -> tuple[Any, list[bytes]]:
-    """One message from ``read_exact(n)`` (which returns exactly ``n`` bytes or raises):
-    ``(header, buffers)``; :class:`ProtocolError` if it is over a limit or not JSON."""
-    nbuf, nhead = _HEAD.unpack(read_exact(_HEAD.size))
-    if nhead > limits.header_bytes:
-        raise ProtocolError(f"message too large: a header of {nhead} bytes (limit "
-                            f"{limits.header_bytes})")
-    if nbuf > limits.buffers:
-        raise ProtocolError(f"message too large: {nbuf} buffers (limit {limits.buffers})")
-    head = read_exact(nhead)
-    buffers, total = [], 0
-    for _ in range(nbuf):
-        (n,) = _LEN.unpack(read_exact(_LEN.size))
-        total += n
-        if total > limits.buffer_bytes:
-            raise ProtocolError(f"message too large: more than {limits.buffer_bytes} bytes of "
-                                "arrays")
-        buffers.append(read_exact(n))
-    try:
-        return json.loads(head), buffers
-    except RecursionError:
-        raise ProtocolError("value nested too deeply (in the message's JSON)") from None
-    except ValueError as e:
-        raise ProtocolError(f"the header is not JSON ({type(e).__name__}: {e})") from None
-
-
-def dumps(value: Any) -> bytes:
-    """``value`` as one message, by value only (a handle is refused with ``TypeError``)."""
-    def refuse(obj: Any):
-        raise TypeError(f"cannot send a {type(obj).__name__} as data")
-
-    enc = Encoder("x", refuse)
-    return pack(enc.encode(value), enc.buffers)
-
-
-def loads(data: bytes, limits: Limits = LIMITS) -> Any:
-    """The value :func:`dumps` wrote; :class:`ProtocolError` for anything else."""
-    view, pos = memoryview(data), [0]
-
-    def read_exact(n: int) -> bytes:
-        if pos[0] + n > len(view):
-            raise ProtocolError("not a value file: it ends too early")
-        pos[0] += n
-        return bytes(view[pos[0] - n:pos[0]])
-
-    def no_handles(*_: Any):
-        raise ProtocolError("a handle where data was expected")
-
-    try:
-        tree, buffers = read_frame(read_exact, limits)
-    except struct.error as e:
-        raise ProtocolError(f"not a value file: {e}") from None
-    return Decoder("x", buffers, no_handles, limits=limits).decode(tree)
-
-
-def socket_reader(sock) -> Callable[[int], bytes]:
-    """``read_exact(n)`` on a stream socket (``EOFError`` when the other side closed it)."""
-    def read_exact(n: int) -> bytes:
-        chunks, left = [], n
-        while left:
-            got = sock.recv(min(left, 1 << 20))
-            if not got:
-                raise EOFError("the other side closed the connection")
-            chunks.append(got)
-            left -= len(got)
-        return b"".join(chunks)
-    return read_exact
-
-
-def send_value(sock, value: Any) -> None:
-    """Send ``value`` (data only, as :func:`dumps`) as one message on a stream socket."""
-    sock.sendall(dumps(value))
-
-
-def recv_value(sock, limits: Limits = LIMITS) -> Any:
-    """The next message on a stream socket, decoded as data only (no handles)."""
-    def no_handles(*_: Any):
-        raise ProtocolError("a handle where data was expected")
-
-    tree, buffers = read_frame(socket_reader(sock), limits)
-    return Decoder("x", buffers, no_handles, limits=limits).decode(tree)
-
-
-# -- values ------------------------------------------------------------------------------
-def tensor_framework(obj: Any) -> str | None:
-    """``"torch"`` / ``"paddle"`` for a tensor of that framework, ``None`` otherwise (checked
-    by the class's module, so that neither framework is imported to find out)."""
-    mod = type(obj).__module__ or ""
-    if type(obj).__name__ in ("Tensor", "Parameter") and mod.split(".")[0] == "torch":
-        return "torch"
-    if type(obj).__name__ in ("Tensor", "EagerParamBase") and mod.split(".")[0] == "paddle":
-        return "paddle"
-    return None
-
-
-def array_of(obj: Any):
-    """A NumPy copy of a tensor's values (bfloat16 and the like as float32)."""
-    import numpy as np
-
-    fw = tensor_framework(obj)
-    if fw == "torch":
-        t = obj.detach().cpu()
-        try:
-            return t.numpy().copy()
-        except TypeError:
-            return t.float().numpy()
-    if fw == "paddle":
-        a = obj.numpy()
-        return a.astype(np.float32) if a.dtype.kind not in _DTYPE_KINDS else a.copy()
-    return np.array(obj, copy=True)
+__all__ = ["Encoder", "Decoder"]
 
 
 class Encoder:
@@ -271,10 +64,10 @@ class Encoder:
                               for k, v in obj.items()], "n": n}
             tag = {list: "l", tuple: "t", set: "s", frozenset: "z"}[t]
             return {tag: [self.encode(v, depth + 1) for v in obj], "n": n}
-        if np is not None and t is np.ndarray and obj.dtype.kind in _DTYPE_KINDS:
+        if np is not None and t is np.ndarray and obj.dtype.kind in DTYPE_KINDS:
             n = self._remember(obj)
             return {"a": self._array(obj), "n": n}
-        if np is not None and isinstance(obj, np.generic) and obj.dtype.kind in _DTYPE_KINDS:
+        if np is not None and isinstance(obj, np.generic) and obj.dtype.kind in DTYPE_KINDS:
             return {"g": self._array(np.asarray(obj))}
         fw = tensor_framework(obj)
         if fw == "torch" and self.views and obj.device.type == "cpu":
@@ -290,8 +83,7 @@ class Encoder:
             grad = (not obj.stop_gradient) if fw == "paddle" else bool(obj.requires_grad)
             return {"T": [fw, str(obj.dtype).replace("torch.", "").replace("paddle.", ""), grad],
                     "a": self._array(array_of(obj)), "n": n}
-        entry = _VALUE_TYPES.get(f"{t.__module__}.{t.__qualname__}")
-        if entry is not None and entry[0] is t:
+        if registered(t):
             n = self._remember(obj)
             fields = {f.name: self.encode(getattr(obj, f.name), depth + 1)
                       for f in dataclasses.fields(obj)}
@@ -449,7 +241,7 @@ class Decoder:
     def _array(self, spec: list):
         np = importlib.import_module("numpy")
         dtype = np.dtype(str(spec[0]))
-        if dtype.kind not in _DTYPE_KINDS or dtype.fields is not None or dtype.subdtype:
+        if dtype.kind not in DTYPE_KINDS or dtype.fields is not None or dtype.subdtype:
             raise ProtocolError(f"array dtype {dtype} is not allowed")
         if len(spec[1]) > 32:
             raise ProtocolError("an array of more than 32 dimensions")
@@ -481,7 +273,7 @@ class Decoder:
 
     @staticmethod
     def _value(name: str, fields: dict):
-        cls, rebuild = _value_class(name)
+        cls, rebuild = value_class(name)
         want = {f.name for f in dataclasses.fields(cls) if f.init}
         if set(fields) != want:
             raise ProtocolError(f"{name}: fields {sorted(fields)}, expected {sorted(want)}")
