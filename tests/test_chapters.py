@@ -24,11 +24,65 @@ EXPERIMENT_PAGES = ["toolkit", "async", "multidevice", "communication", "data_pa
 # The calls each page is about, per framework: a reader of that tab must see them in a
 # cell (or a script the page shows in full). Pages are added as they are rewritten in
 # the frameworks' own APIs.
-API: dict[str, dict[str, list[str]]] = {}
+API: dict[str, dict[str, list[str]]] = {
+    "toolkit": {
+        "torch": ["torch.cuda.is_available", "torch.cuda.device_count", "torch.device(",
+                  "torch.accelerator", "torch.get_device_module", "device=", ".to(device)",
+                  "torch.utils.benchmark", "blocked_autorange", "torch.cuda.synchronize",
+                  "torch.cuda.Event(enable_timing=True)", "elapsed_time",
+                  "init_process_group", "get_rank", "get_world_size", "dist.all_reduce",
+                  "torchrun --standalone --nproc_per_node 2 hello_torch.py"],
+        "paddle": ["paddle.device.is_compiled_with_cuda", "paddle.device.cuda.device_count",
+                   "paddle.device.get_device", "paddle.device.set_device",
+                   "paddle.CUDAPlace", "paddle.CPUPlace", "paddle.device.synchronize",
+                   "paddle.device.Event(enable_timing=True)", "elapsed_time",
+                   "init_parallel_env", "get_rank", "get_world_size", "dist.all_reduce",
+                   "python -m paddle.distributed.launch", "hello_paddle.py"],
+    },
+    "async": {
+        "torch": ["torch.fx.symbolic_trace", "torch.set_num_threads",
+                  "torch.get_num_threads", "torch.cuda.synchronize",
+                  "torch.cuda.Event(enable_timing=True)", "elapsed_time",
+                  "torch.profiler", "ProfilerActivity.CPU", "ProfilerActivity.CUDA",
+                  "record_function", "key_averages().table", "export_chrome_trace",
+                  "pin_memory()", "non_blocking=True"],
+        "paddle": ["paddle.jit.to_static", "paddle.base.core.set_num_threads",
+                   "OMP_NUM_THREADS", "paddle.device.set_device",
+                   "paddle.device.synchronize", "paddle.device.Event(enable_timing=True)",
+                   "elapsed_time", "paddle.profiler", "profiler.Profiler",
+                   "ProfilerTarget.CPU", "ProfilerTarget.GPU", "RecordEvent",
+                   ".summary(", "export_chrome_tracing", "pin_memory()",
+                   "blocking=False"],
+    },
+    "multidevice": {
+        "torch": ["torch.device(", ".to(d)", "torch.cuda.synchronize(", "torch.cuda.Stream(",
+                  "with torch.cuda.stream(", "torch.cuda.Event(enable_timing=True)",
+                  ".wait_stream(", ".elapsed_time(", "torch.cuda.max_memory_allocated(",
+                  "torch.from_numpy("],
+        "paddle": ["paddle.CUDAPlace(", "paddle.to_tensor(", "place=", "paddle.CPUPlace()",
+                   "paddle.device.synchronize(", "paddle.device.Stream(",
+                   "with paddle.device.stream_guard(", "paddle.device.Event(enable_timing=True)",
+                   ".wait_stream(", ".elapsed_time(", "paddle.device.cuda.max_memory_allocated("],
+    },
+    "communication": {
+        "torch": ['y.to("cpu", non_blocking=True)', ".is_pinned()", "pin_memory=True",
+                  ".copy_(y, non_blocking=True)", "torch.cuda.Stream(", "with torch.cuda.stream(",
+                  "torch.cuda.Event(enable_timing=True)", ".wait_event(", ".wait_stream(",
+                  ".record_stream(", "torch.cuda.synchronize(", "torchrun",
+                  "dist.init_process_group(", "dist.all_reduce(", "async_op=True", ".wait()",
+                  "grad_fn", "next_functions"],
+        "paddle": ["paddle.CUDAPinnedPlace()", "paddle.CPUPlace()", "blocking=False",
+                   "paddle.device.Stream(", "with paddle.device.stream_guard(",
+                   "paddle.device.Event(enable_timing=True)", ".wait_event(", ".wait_stream(",
+                   "paddle.device.synchronize(", "paddle.distributed.launch",
+                   "dist.init_parallel_env()", "dist.all_reduce(", "sync_op=False", ".wait()",
+                   "grad_fn", "next_functions", "node_ptr()"],
+    },
+}
 
 # Pages whose code cells are held to the 88-column limit (every page, once rewritten).
 COLUMN_LIMIT = 88
-COLUMN_PAGES: list[str] = []
+COLUMN_PAGES: list[str] = ["toolkit", "async", "multidevice", "communication"]
 
 
 def _pages() -> list[Path]:

@@ -8,7 +8,8 @@ import platform
 
 from .backends import FRAMEWORKS, get_backend
 from .bench import Benchmark, Stats, measure
-from .devices import DevicePlan, close_workers, cpu_cores, get_devices, plan_devices
+from .devices import (Device, DevicePlan, close_workers, cpu_cores, get_devices, load_line,
+                      plan_devices, standin_devices)
 from .launch import RankFailed, RankTimeout, launch
 from .timeline import Interval, Timeline
 
@@ -17,9 +18,11 @@ from .timeline import Interval, Timeline
 logging.getLogger("matplotlib").setLevel(logging.WARNING)
 
 __all__ = [
-    "FRAMEWORKS", "get_backend", "Benchmark", "Stats", "measure", "DevicePlan", "get_devices",
-    "plan_devices", "close_workers", "cpu_cores", "launch", "RankFailed", "RankTimeout",
-    "Interval", "Timeline", "hardware_summary", "show_source", "cpu_model",
+    "FRAMEWORKS", "get_backend", "Benchmark", "Stats", "measure", "Device", "DevicePlan",
+    "get_devices", "standin_devices", "plan_devices", "close_workers", "cpu_cores", "load_line",
+    "launch",
+    "RankFailed", "RankTimeout", "Interval", "Timeline", "hardware_summary", "show_source",
+    "cpu_model",
 ]
 
 
@@ -39,7 +42,11 @@ def hardware_summary() -> str:
     lines = [f"Outputs on this page were computed while building it ({datetime.date.today().isoformat()}):",
              f"  CPU: {cpu_cores()} cores, {cpu_model()}"]
     for fw in FRAMEWORKS:
-        be = get_backend(fw)
+        try:
+            be = get_backend(fw)
+        except ImportError:  # a GPU machine may carry one framework only
+            lines.append(f"  {'PyTorch' if fw == 'torch' else 'PaddlePaddle'}: not installed")
+            continue
         n = be.gpu_count()
         gpus = f"{n} GPU(s), {be.gpu_name(0)}" if n else "no GPU"
         lines.append(f"  {be.LABEL} {be.version()}: {gpus}")

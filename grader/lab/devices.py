@@ -2,13 +2,13 @@
 
 ``get_devices(n, framework)`` returns a :class:`DevicePlan`: real GPUs when there are at
 least ``n``; otherwise the GPUs there are plus the CPU; otherwise ``n`` CPU worker
-processes. Every device offers the same small interface, modelled on a GPU queue:
+processes. ``standin_devices(n, framework)`` always gives CPU worker processes: the
+labelled CPU stand-in a chapter runs beside (or instead of) its GPU cell.
 
-- ``put(array)`` copies a NumPy array onto the device and returns a handle;
-- ``submit(fn, *args)`` queues work and returns at once with a future;
-- ``get(handle)`` copies a value back to the host as NumPy;
-- ``synchronize()`` waits for everything queued;
-- ``records`` holds the intervals the device clocked, for timelines.
+Every device, real or standing in, offers one small interface modelled on a GPU queue,
+declared once as the :class:`Device` protocol: :class:`GpuDevice`, :class:`HostDevice`
+and :class:`WorkerDevice` here, :class:`grader.lab.sim.SimDevice` (virtual devices on a
+deterministic clock) and the graded exercises' virtual devices implement it.
 
 The plan prints one honest line saying what stands in for what.
 """
@@ -19,7 +19,7 @@ import os
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -27,7 +27,44 @@ from .backends import get_backend
 from .workers import Future, Ref, TaskRecord, Worker
 
 __all__ = ["DevicePlan", "Device", "GpuDevice", "HostDevice", "WorkerDevice",
-           "get_devices", "plan_devices", "close_workers", "cpu_cores"]
+           "get_devices", "standin_devices", "plan_devices", "close_workers", "cpu_cores",
+           "load_line"]
+
+
+@runtime_checkable
+class Device(Protocol):
+    """The interface every device of an experiment offers, real or standing in."""
+
+    spec: str
+
+    @property
+    def records(self) -> list[TaskRecord]:
+        """The intervals the device clocked (``TaskRecord``: label, kind, start, end in
+        ns), for timelines."""
+        ...
+
+    def label(self) -> str:
+        """What the device is, in words, for the line that says what stands in."""
+        ...
+
+    def put(self, array: Any, label: str = "put") -> Any:
+        """Copy a host array onto the device; returns a handle to it there."""
+        ...
+
+    def submit(self, fn: Callable[..., Any], *args: Any, keep: bool = True,
+               label: str | None = None, kind: str = "compute", **kwargs: Any) -> Any:
+        """Queue ``fn(*args, **kwargs)`` on the device and return at once; handles among
+        the arguments are the values they name there. ``keep``: the result stays on the
+        device (what is returned is a handle to it)."""
+        ...
+
+    def get(self, value: Any, label: str = "get") -> np.ndarray:
+        """Copy a value back to the host as NumPy, after the work that makes it."""
+        ...
+
+    def synchronize(self, timeout: float | None = None) -> None:
+        """Wait until everything queued on the device has finished."""
+        ...
 
 
 def cpu_cores() -> int:
@@ -36,6 +73,13 @@ def cpu_cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+def load_line() -> str:
+    """How busy the machine is: other programs on the same cores slow a CPU measurement
+    down, so chapters print this beside their CPU timings."""
+    return (f"load average over the last minute: {os.getloadavg()[0]:.1f} on "
+            f"{cpu_cores()} cores")
 
 
 def plan_devices(n: int, gpu_count: int) -> tuple[str, list[str]]:
@@ -71,8 +115,8 @@ class _DoneFuture:
         return self._value
 
 
-class Device:
-    """Common interface; see the module docstring."""
+class _FrameworkDevice:
+    """What the devices driven through a framework share (spec, framework, adapter)."""
 
     def __init__(self, spec: str, framework: str) -> None:
         self.spec, self.framework = spec, framework
@@ -81,21 +125,14 @@ class Device:
     def backend(self) -> Any:
         return get_backend(self.framework)
 
-    @property
-    def records(self) -> list[TaskRecord]:
-        raise NotImplementedError
-
     def __str__(self) -> str:
         return self.spec
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.spec!r}, {self.framework!r})"
 
-    def label(self) -> str:
-        raise NotImplementedError
 
-
-class _InProcessDevice(Device):
+class _InProcessDevice(_FrameworkDevice):
     """A GPU or the host CPU, driven from this process through the backend adapter."""
 
     def __init__(self, spec: str, framework: str) -> None:
@@ -157,7 +194,7 @@ class HostDevice(_InProcessDevice):
         return f"cpu (this process, {cpu_cores()} cores)"
 
 
-class WorkerDevice(Device):
+class WorkerDevice(_FrameworkDevice):
     """A CPU worker process standing in for a device (see :mod:`grader.lab.workers`)."""
 
     def __init__(self, spec: str, framework: str, worker: Worker) -> None:
@@ -169,6 +206,7 @@ class WorkerDevice(Device):
         return self.worker.records
 
     def put(self, array: np.ndarray, label: str = "put") -> Ref:
+        """The array as a CPU tensor of the framework, in the worker's memory."""
         return self.worker.submit(_to_tensor, self.framework, np.asarray(array), keep=True,
                                   label=label, kind="copy").result()
 
@@ -221,8 +259,14 @@ class DevicePlan:
         """True when CPU worker processes stand in for devices."""
         return self.kind == "cpu-workers"
 
-    def describe(self) -> str:
+    def describe(self, standin: bool = False) -> str:
         n, label = self.requested, get_backend(self.framework).LABEL
+        if standin and self.kind == "cpu-workers":
+            threads = self.devices[0].worker.threads
+            cores = (f"{threads} of this machine's {cpu_cores()} cores each" if n > 1 else
+                     f"{threads} of this machine's {cpu_cores()} cores")
+            return (f"CPU stand-in: {n} worker process{'es' if n > 1 else ''} ({cores}, "
+                    f"{label} on the CPU), not GPUs")
         if self.kind == "gpus":
             return f"{n} GPU(s) for {n} devices ({label}): " + ", ".join(d.label() for d in self.devices)
         if self.kind == "gpu+cpu":
@@ -271,6 +315,16 @@ def close_workers() -> None:
 
 
 atexit.register(close_workers)
+
+
+def standin_devices(n: int = 2, framework: str = "torch", *, fresh: bool = False,
+                    verbose: bool = True) -> DevicePlan:
+    """``n`` CPU worker processes, whatever GPUs the machine has: the CPU stand-in a
+    chapter runs beside its GPU cell, with a line saying so."""
+    plan = get_devices(n, framework, gpu_count=0, fresh=fresh, verbose=False)
+    if verbose:
+        print(plan.describe(standin=True))
+    return plan
 
 
 def get_devices(n: int = 2, framework: str = "torch", *, gpu_count: int | None = None,

@@ -12,8 +12,8 @@ and names it::
 
     ```{code-cell} ipython3
     :tags: [torch, remove-input]
-    gpu_output("communication", "side-stream",
-               expect="the copy and the product overlap on the timeline")
+    gpu_output("communication", "side-stream", framework="torch",
+               expect="the copy and the product overlap on the timeline");
     ```
 
 The build never executes a ``skip-execution`` cell. The hidden cell after it shows what
@@ -150,14 +150,19 @@ def _page_path(page: str | Path) -> Path:
     return p
 
 
-def find_cell(page: str | Path, name: str) -> Cell:
+def find_cell(page: str | Path, name: str, framework: str | None = None) -> Cell:
+    """The GPU cell ``name`` of a chapter; ``framework`` picks between the sibling cells
+    of one experiment that share a name (``torch:name`` and ``paddle:name`` records)."""
     path = _page_path(page)
-    for cell in parse_page(path):
-        if cell.gpu_name == name:
+    cells = parse_page(path)
+    for cell in cells:
+        if cell.gpu_name == name and framework in (None, cell.framework):
             return cell
-    names = [c.gpu_name for c in parse_page(path) if c.gpu_name]
-    raise GpuCellError(f"{path.name} has no cell with ':gpu-cell: {name}' "
-                       f"(it has: {', '.join(names) or 'none'})")
+    names = [f"{c.framework}:{c.gpu_name}" if framework else c.gpu_name
+             for c in cells if c.gpu_name]
+    wanted = f"{framework} cell" if framework else "cell"
+    raise GpuCellError(f"{path.name} has no {wanted} with ':gpu-cell: {name}' "
+                       f"(it has: {', '.join(dict.fromkeys(names)) or 'none'})")
 
 
 # --- showing a GPU cell in the book -----------------------------------------------------
@@ -202,11 +207,13 @@ def _show_png(b64: str) -> None:
     display(Image(data=base64.b64decode(b64), format="png"))
 
 
-def gpu_output(page: str, name: str, expect: str = "", *, directory: Path | None = None,
-               namespace: dict | None = None) -> str:
+def gpu_output(page: str, name: str, expect: str = "", *, framework: str | None = None,
+               directory: Path | None = None, namespace: dict | None = None) -> str:
     """Show what the GPU cell ``name`` of chapter ``page`` does here; returns the mode
-    used: ``"live"``, ``"recorded"`` or ``"needs-gpu"``."""
-    cell = find_cell(page, name)
+    used: ``"live"``, ``"recorded"`` or ``"needs-gpu"`` (end the cell with ``;`` so that
+    Jupyter does not print it). ``framework`` names the tab when the PyTorch and Paddle
+    cells of one experiment share a name."""
+    cell = find_cell(page, name, framework)
     framework = cell.framework or "torch"
     label = "PyTorch" if framework == "torch" else "Paddle"
     have = gpu_count(framework)
@@ -258,8 +265,14 @@ def _translate(source: str, cwd: Path) -> str:
         return (f"import pathlib as _p\n_p.Path({str(cwd / target)!r}).parent.mkdir("
                 f"parents=True, exist_ok=True)\n_p.Path({str(cwd / target)!r}).write_text("
                 f"{body!r})\nprint('Writing {target}')\n")
-    out = []
+    joined: list[str] = []  # IPython joins a `!command \` with its next line
     for line in lines:
+        if joined and joined[-1].lstrip().startswith("!") and joined[-1].endswith("\\"):
+            joined[-1] = joined[-1][:-1] + " " + line.strip()
+        else:
+            joined.append(line)
+    out = []
+    for line in joined:
         stripped = line.lstrip()
         indent = line[: len(line) - len(stripped)]
         if stripped.startswith("!"):
@@ -273,8 +286,14 @@ def _translate(source: str, cwd: Path) -> str:
 
 
 def _shell(cwd: Path):
+    # As in the book build: the running environment's own commands (torchrun, python)
+    # come first on PATH, even when that environment is not activated.
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+
     def run(cmd: str) -> None:
-        p = subprocess.run(cmd, shell=True, cwd=cwd, capture_output=True, text=True)
+        p = subprocess.run(cmd, shell=True, cwd=cwd, capture_output=True, text=True,
+                           env=env)
         sys.stdout.write(p.stdout)
         sys.stdout.write(p.stderr)
         if p.returncode:

@@ -1,16 +1,17 @@
 """Run a function on N ranks with torch.distributed or paddle.distributed.
 
-``launch(fn, nprocs=2, framework="torch")`` starts one fresh Python process per rank,
-initialises the framework's process group (gloo on CPU, NCCL when every rank has its own
-GPU), calls ``fn(rank, world_size, *args)`` and returns the ranks' return values in rank
-order. It works from a notebook cell and from tests alike: ``fn`` must be importable
-(defined in a module; pickle sends it by name).
+``launch(fn, nprocs=2, framework="torch")`` starts one fresh Python process per rank
+(the plumbing is :mod:`grader.lab.procs`, shared with the CPU workers), initialises the
+framework's process group (gloo on CPU, NCCL when every rank has its own GPU), calls
+``fn(rank, world_size, *args)`` and returns the ranks' return values in rank order. It
+works from a notebook cell and from tests alike: ``fn`` is defined in a module (sent by
+name) or at the top level of a cell (sent by value, :func:`grader.lab.procs.portable`).
 
 Failure is loud and bounded: a rank that raises ends the run with :class:`RankFailed`
-carrying that rank's traceback; a rank that dies without a word (``os._exit``, a
-segfault) ends it with :class:`RankFailed` naming its exit code; a run that outlives
-``timeout`` ends with :class:`RankTimeout` naming the ranks still running. Either way the
-other ranks are killed: nothing is left hanging.
+naming the exception in its first line, with that rank's traceback; a rank that dies
+without a word (``os._exit``, a segfault) ends it with :class:`RankFailed` naming its
+exit code; a run that outlives ``timeout`` ends with :class:`RankTimeout` naming the
+ranks still running. Either way the other ranks are killed: nothing is left hanging.
 
 This is a teaching launcher for one machine. Multi-node jobs go through the frameworks'
 own launchers (``torchrun``, ``python -m paddle.distributed.launch``).
@@ -20,22 +21,24 @@ from __future__ import annotations
 import os
 import pickle
 import socket
-import subprocess
-import sys
 import tempfile
 import time
-import traceback
 from typing import Any, Callable
 
 from .devices import cpu_cores
+from .procs import RemoteFailure, callable_of, child_env, exit_now, log_tail, portable, \
+    start_python, stop
 
 __all__ = ["launch", "RankFailed", "RankTimeout", "LaunchResult", "free_ports"]
 
 
 class RankFailed(RuntimeError):
-    def __init__(self, rank: int, detail: str) -> None:
-        super().__init__(f"rank {rank} failed:\n{detail}")
-        self.rank, self.detail = rank, detail
+    """A rank raised (``failure`` says what: type, message, traceback) or died."""
+
+    def __init__(self, rank: int, detail: str, failure: RemoteFailure | None = None) -> None:
+        head = f"rank {rank} raised {failure.headline()}" if failure else f"rank {rank} failed"
+        super().__init__(f"{head}:\n{detail}")
+        self.rank, self.detail, self.failure = rank, detail, failure
 
 
 class RankTimeout(TimeoutError):
@@ -70,11 +73,9 @@ def free_ports(n: int) -> list[int]:
     return ports
 
 
-def _rank_env(framework: str, rank: int, world: int, ports: list[int], backend: str,
-              threads: int) -> dict[str, str]:
+def _rank_env(framework: str, rank: int, world: int, ports: list[int],
+              backend: str) -> dict[str, str]:
     env = {
-        "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
-        "GLOG_minloglevel": "2",
         "COURSE_RANK": str(rank), "COURSE_WORLD_SIZE": str(world),
         "COURSE_FRAMEWORK": framework, "COURSE_DIST_BACKEND": backend,
     }
@@ -102,6 +103,7 @@ def _rank_main(job_path: str, out_path: str) -> None:
     try:
         with open(job_path, "rb") as f:
             fn, args, kwargs, init_timeout, safe = pickle.load(f)
+        fn = callable_of(fn)
         from .backends import get_backend
 
         get_backend(framework).set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
@@ -118,8 +120,8 @@ def _rank_main(job_path: str, out_path: str) -> None:
             dist.init_parallel_env()
         value = fn(rank, world, *args, **kwargs)
         payload = ("ok", value)
-    except BaseException:
-        payload = ("err", traceback.format_exc())
+    except BaseException as exc:
+        payload = ("err", RemoteFailure.from_exception(exc).as_data())
     with open(out_path + ".tmp", "wb") as f:
         if safe:   # data only: the launcher decodes it without running anything (no pickle)
             from ..wire import dumps
@@ -136,19 +138,7 @@ def _rank_main(job_path: str, out_path: str) -> None:
 
         if dist.is_initialized():
             dist.destroy_process_group()
-    # Skip interpreter teardown: some framework threads (gloo, paddle's store) can block it.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
-
-
-def _tail(path: str, lines: int = 12) -> str:
-    try:
-        with open(path, errors="replace") as f:
-            got = f.readlines()[-lines:]
-    except OSError:
-        return ""
-    return "".join(got)
+    exit_now()  # skip interpreter teardown: gloo's and paddle's threads can block it
 
 
 def launch(fn: Callable[..., Any], nprocs: int = 2, framework: str = "torch", args: tuple = (),
@@ -175,40 +165,25 @@ def launch(fn: Callable[..., Any], nprocs: int = 2, framework: str = "torch", ar
     job = os.path.join(work, "job.pkl")
     try:
         with open(job, "wb") as f:
-            pickle.dump((fn, args, kwargs or {}, max(30.0, timeout), safe_results), f)
+            pickle.dump((portable(fn), args, kwargs or {}, max(30.0, timeout), safe_results), f)
     except (pickle.PicklingError, AttributeError, TypeError) as exc:
         raise TypeError(
             f"cannot send {fn!r} to the ranks: {exc}. The function must be importable "
-            "(defined in a module, not in a notebook cell), and its arguments picklable."
+            "(defined in a module) or defined at the top level of a notebook cell or "
+            "script, and its arguments picklable."
         ) from exc
     ports = free_ports(nprocs + 1)
-    base_env = dict(os.environ)
-    base_env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p] + [base_env.get("PYTHONPATH", "")])
     procs, outs, logs = [], [], []
     t_start = time.perf_counter()
     for rank in range(nprocs):
         out, log = os.path.join(work, f"rank{rank}.out"), os.path.join(work, f"rank{rank}.log")
-        rank_env = {**base_env, **_rank_env(framework, rank, nprocs, ports, backend, threads),
-                    **(env or {})}
-        with open(log, "wb") as lf:
-            procs.append(subprocess.Popen(
-                [sys.executable, "-c",
-                 f"from grader.lab.launch import _rank_main; _rank_main({job!r}, {out!r})"],
-                stdout=lf, stderr=lf, stdin=subprocess.DEVNULL, env=rank_env, cwd=os.getcwd(),
-                start_new_session=True,
-            ))
+        rank_env = child_env(threads, {**_rank_env(framework, rank, nprocs, ports, backend),
+                                       **(env or {})})
+        procs.append(start_python(
+            f"from grader.lab.launch import _rank_main; _rank_main({job!r}, {out!r})",
+            log, rank_env, new_session=True))
         outs.append(out)
         logs.append(log)
-
-    def stop_all() -> None:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-        for p in procs:
-            try:
-                p.wait(5)
-            except subprocess.TimeoutExpired:
-                pass
 
     results: dict[int, Any] = {}
     deadline = time.monotonic() + timeout
@@ -220,7 +195,9 @@ def launch(fn: Callable[..., Any], nprocs: int = 2, framework: str = "torch", ar
                 if os.path.exists(out):
                     status, value = _read_result(out, safe_results)
                     if status == "err":
-                        raise RankFailed(rank, value + _log_note(logs[rank]))
+                        failure = RemoteFailure.from_data(value)
+                        raise RankFailed(rank, failure.traceback + _log_note(logs[rank]),
+                                         failure)
                     results[rank] = value
                 elif p.poll() is not None:
                     raise RankFailed(rank, f"process exited with code {p.returncode} before "
@@ -233,7 +210,7 @@ def launch(fn: Callable[..., Any], nprocs: int = 2, framework: str = "torch", ar
                                       "".join(_log_note(logs[r]) for r in waiting))
                 time.sleep(0.05)
     finally:
-        stop_all()
+        stop(procs)
     return LaunchResult([results[r] for r in range(nprocs)], backend,
                         time.perf_counter() - t_start, logs)
 
@@ -248,11 +225,9 @@ def _read_result(path: str, safe: bool) -> tuple[str, Any]:
             status, value = loads(f.read())
         except (ProtocolError, TypeError, ValueError) as exc:
             return "err", f"the rank's result file is not data: {exc}"
-    if status == "err":
-        value = str(value)
     return ("ok" if status == "ok" else "err"), value
 
 
 def _log_note(log: str) -> str:
-    tail = _tail(log)
+    tail = log_tail(log, 12)
     return f"\n--- last lines of {log} ---\n{tail}" if tail.strip() else ""

@@ -5,10 +5,12 @@ A worker behaves like a GPU queue: :meth:`Worker.submit` returns at once with a
 threads would not: the GIL and one shared BLAS pool get in the way), and
 :meth:`Worker.synchronize` waits for everything submitted so far. Data lives in the
 worker's own memory; :meth:`Worker.put` copies a value in and hands back a :class:`Ref`
-(a "device pointer"), :meth:`Worker.get` copies it back out.
+(a "device pointer"), :meth:`Worker.get` copies it back out. A :class:`Future` of a kept
+result may be passed to a later task on the same worker, like a tensor a kernel wrote.
 
-Functions sent to a worker travel by reference (pickle), so they must be importable:
-defined in a module, not in a notebook cell. The error says so when they are not.
+Functions travel by name (pickle) when they live in a module, and by value when they are
+defined in ``__main__`` (a notebook cell): see :func:`grader.lab.procs.portable`. A task
+that raises comes back as :class:`WorkerError`, whose first line names the exception.
 """
 from __future__ import annotations
 
@@ -20,22 +22,30 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 from multiprocessing.connection import Client, Listener
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..wire import value_type
+from .procs import RemoteFailure, callable_of, child_env, exit_now, log_tail, portable, \
+    start_python
 
-# Each worker is a fresh interpreter started with subprocess (safe after torch, paddle or
-# CUDA were initialised in the parent, which ``fork`` is not). Unlike multiprocessing's
-# ``spawn`` it never re-imports the caller's ``__main__``, so a script without an
-# ``if __name__ == "__main__"`` guard works too. Parent and worker talk over an
+# Each worker is a fresh interpreter (grader.lab.procs). Parent and worker talk over an
 # authenticated Unix socket with multiprocessing's Connection (pickle framing).
 
 
 class WorkerError(RuntimeError):
-    """The submitted function raised inside the worker; carries the worker's traceback."""
+    """The submitted function raised inside the worker.
+
+    The message's first line names the task and the exception (``type_name: message``);
+    the worker's traceback follows. The parts are attributes too."""
+
+    def __init__(self, task_id: int, label: str, worker: int, failure: RemoteFailure) -> None:
+        super().__init__(f"task {task_id} ({label}) on worker {worker} raised "
+                         f"{failure.headline()}\n\nworker traceback:\n{failure.traceback}")
+        self.task_id, self.label, self.worker = task_id, label, worker
+        self.type_name, self.message = failure.type_name, failure.message
+        self.remote_traceback = failure.traceback
 
 
 class WorkerDied(RuntimeError):
@@ -64,20 +74,15 @@ class TaskRecord:
 
 def _resolve(value: Any, store: dict[int, Any]) -> Any:
     if isinstance(value, Ref):
+        if value.key not in store:
+            raise LookupError(f"task {value.key}'s value is not in this worker: that task "
+                              "failed, or its value was freed")
         return store[value.key]
     if isinstance(value, (list, tuple)):
         return type(value)(_resolve(v, store) for v in value)
     if isinstance(value, dict):
         return {k: _resolve(v, store) for k, v in value.items()}
     return value
-
-
-def _exit_now() -> None:
-    """End the worker without interpreter teardown: framework threads (torch's and paddle's
-    pools) can block a normal exit forever, leaving an orphan behind a killed kernel."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
 
 
 def _serve(address: str, index: int, threads: int) -> None:
@@ -89,13 +94,13 @@ def _serve(address: str, index: int, threads: int) -> None:
         try:
             msg = conn.recv()
         except (EOFError, OSError):  # the parent is gone
-            _exit_now()
+            exit_now()
         op, task_id = msg[0], msg[1]
         start = time.perf_counter_ns()
         try:
             if op == "stop":
                 conn.send(("ok", task_id, None, start, time.perf_counter_ns()))
-                _exit_now()
+                exit_now()
             if op == "put":
                 store[task_id] = msg[2]
                 result: Any = Ref(index, task_id)
@@ -105,7 +110,7 @@ def _serve(address: str, index: int, threads: int) -> None:
                 store.pop(msg[2].key, None)
                 result = None
             elif op == "call":
-                fn, args, kwargs, keep = msg[2], msg[3], msg[4], msg[5]
+                fn, args, kwargs, keep = callable_of(msg[2]), msg[3], msg[4], msg[5]
                 _limit_threads(threads, threads_set)
                 value = fn(*_resolve(args, store), **_resolve(kwargs, store))
                 if keep:
@@ -116,14 +121,13 @@ def _serve(address: str, index: int, threads: int) -> None:
             else:
                 raise ValueError(f"unknown worker op {op!r}")
             conn.send(("ok", task_id, result, start, time.perf_counter_ns()))
-        except BaseException:  # report everything, including KeyboardInterrupt in fn
-            conn.send(("err", task_id, traceback.format_exc(), start, time.perf_counter_ns()))
+        except BaseException as exc:  # report everything, including KeyboardInterrupt in fn
+            failure = RemoteFailure.from_exception(exc).as_data()
+            conn.send(("err", task_id, failure, start, time.perf_counter_ns()))
 
 
 def _limit_threads(threads: int, done: set[str]) -> None:
     """Cap the intra-op threads of each framework the task has imported, once each."""
-    import sys
-
     for name in ("torch", "paddle"):
         if name in sys.modules and name not in done:
             from .backends import get_backend
@@ -135,8 +139,8 @@ def _limit_threads(threads: int, done: set[str]) -> None:
 class Future:
     """The eventual result of a submitted task."""
 
-    def __init__(self, worker: "Worker", task_id: int, label: str) -> None:
-        self._worker, self.task_id, self.label = worker, task_id, label
+    def __init__(self, worker: "Worker", task_id: int, label: str, keep: bool = False) -> None:
+        self._worker, self.task_id, self.label, self.keep = worker, task_id, label, keep
 
     def done(self) -> bool:
         return self._worker._poll_done(self.task_id)
@@ -156,19 +160,10 @@ class Worker:
         address = os.path.join(log_dir, f"worker{index}.sock")
         authkey = secrets.token_bytes(16)
         listener = Listener(address, family="AF_UNIX", authkey=authkey)
-        env = dict(os.environ)
-        # Before any framework is imported: one BLAS/OpenMP pool of ``threads`` threads.
-        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-            env[var] = str(threads)
-        env.setdefault("GLOG_minloglevel", "2")
-        # The parent's import path (a notebook's folder, an editable install) goes along.
-        env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p] + [env.get("PYTHONPATH", "")])
-        with open(self.log_path, "ab") as log:  # framework chatter goes here, not the notebook
-            self._proc = subprocess.Popen(
-                [sys.executable, "-c",
-                 f"from grader.lab.workers import _serve; _serve({address!r}, {index}, {threads})"],
-                stdin=subprocess.PIPE, stdout=log, stderr=log, env=env, cwd=os.getcwd(),
-            )
+        # framework chatter goes to the log, not the notebook
+        self._proc = start_python(
+            f"from grader.lab.workers import _serve; _serve({address!r}, {index}, {threads})",
+            self.log_path, child_env(threads), stdin=subprocess.PIPE)
         self._proc.stdin.write((authkey.hex() + "\n").encode())
         self._proc.stdin.close()
         listener._listener._socket.settimeout(start_timeout)
@@ -182,6 +177,7 @@ class Worker:
         self._ids = itertools.count(1)
         self._pending: dict[int, tuple[str, str]] = {}
         self._results: dict[int, tuple[str, Any]] = {}
+        self._labels: dict[int, str] = {}
         self.records: list[TaskRecord] = []
 
     # -- submitting -------------------------------------------------------------
@@ -193,8 +189,9 @@ class Worker:
             raise WorkerDied(f"worker {self.index} is gone ({exc}).\n{self.log_tail()}") from exc
         except (pickle.PicklingError, AttributeError, TypeError) as exc:
             raise TypeError(
-                f"cannot send {msg[2]!r} to worker {self.index}: {exc}. Functions run on a "
-                "worker must be importable (defined in a module, not in a notebook cell)."
+                f"cannot send {msg[2]!r} to worker {self.index}: {exc}. A function run on a "
+                "worker must be importable (defined in a module) or defined at the top level "
+                "of a notebook cell or script, and what it reads must be picklable."
             ) from exc
         return msg[1]
 
@@ -214,9 +211,27 @@ class Worker:
         """
         task_id = next(self._ids)
         label = label or getattr(fn, "__name__", "task")
+        args, kwargs = self._refs(args), self._refs(kwargs)
         self._pending[task_id] = (label, kind)
-        self._send(("call", task_id, fn, args, kwargs, keep))
-        return Future(self, task_id, label)
+        self._send(("call", task_id, portable(fn), args, kwargs, keep))
+        return Future(self, task_id, label, keep)
+
+    def _refs(self, value: Any) -> Any:
+        """Futures among a task's arguments: a kept result of this worker becomes its
+        :class:`Ref` (the worker runs tasks in order, so it is there when needed); any
+        other future is waited for and its value sent."""
+        if isinstance(value, Future):
+            if value._worker is not self:
+                raise ValueError(
+                    f"a future of task {value.task_id} on worker {value._worker.index} was "
+                    f"passed to worker {self.index}: values do not move between workers by "
+                    "themselves; copy it over first (put(get(...)))")
+            return Ref(self.index, value.task_id) if value.keep else value.result()
+        if isinstance(value, (list, tuple)):
+            return type(value)(self._refs(v) for v in value)
+        if isinstance(value, dict):
+            return {k: self._refs(v) for k, v in value.items()}
+        return value
 
     def get(self, ref: Ref, label: str = "get") -> Any:
         """Copy the value behind ``ref`` back to the caller (waits for queued work first)."""
@@ -238,18 +253,18 @@ class Worker:
             self._wait(task_id, timeout, raise_errors=False)
         errors = [(tid, v) for tid, (st, v) in self._results.items() if st == "err"]
         if errors:
-            tid, tb = errors[0]
+            tid, failure = errors[0]
             self._results.pop(tid)
-            raise WorkerError(f"task {tid} on worker {self.index} failed:\n{tb}")
+            raise self._error(tid, failure)
+
+    def _error(self, task_id: int, failure: Any) -> WorkerError:
+        return WorkerError(task_id, self._labels.pop(task_id, "task"), self.index,
+                           RemoteFailure.from_data(failure))
 
     # -- receiving --------------------------------------------------------------
     def log_tail(self, lines: int = 15) -> str:
-        try:
-            with open(self.log_path, errors="replace") as f:
-                tail = f.readlines()[-lines:]
-        except OSError:
-            return ""
-        return ("last lines of " + self.log_path + ":\n" + "".join(tail)) if tail else ""
+        tail = log_tail(self.log_path, lines)
+        return f"last lines of {self.log_path}:\n{tail}" if tail else ""
 
     def _check_alive(self) -> None:
         if not self.alive:
@@ -274,6 +289,8 @@ class Worker:
                 f"\n{self.log_tail()}"
             ) from None
         label, kind = self._pending.pop(task_id, ("?", "other"))
+        if status == "err":
+            self._labels[task_id] = label  # for the error's first line
         if kind in ("compute", "copy", "comm"):
             self.records.append(TaskRecord(label, kind, t0, t1))
         self._results[task_id] = (status, value)
@@ -301,7 +318,7 @@ class Worker:
             return None
         status, value = self._results.pop(task_id)
         if status == "err":
-            raise WorkerError(f"task {task_id} on worker {self.index} failed:\n{value}")
+            raise self._error(task_id, value)
         return value
 
     def close(self) -> None:

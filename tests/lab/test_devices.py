@@ -84,10 +84,10 @@ def test_error_in_worker_carries_its_traceback():
     assert plan[0].submit(spin, 0.0, keep=False).result(timeout=30) == 0.0  # the worker lives on
 
 
-def test_function_from_a_notebook_cell_gets_a_clear_error():
+def test_a_function_that_cannot_travel_gets_a_clear_error():
     plan = get_devices(2, "torch", gpu_count=0, verbose=False)
     with pytest.raises(TypeError, match="must be importable"):
-        plan[0].submit(lambda: 1)
+        plan[0].submit(lambda: 1)   # a lambda in a module: pickle cannot send it by name
 
 
 def test_dead_worker_is_reported_and_can_be_replaced():
@@ -134,3 +134,36 @@ def test_a_worker_ends_when_the_process_that_started_it_is_killed(tmp_path):
         time.sleep(0.2)
     os.kill(worker_pid, signal.SIGKILL)
     raise AssertionError(f"worker {worker_pid} outlived its parent by 20 s")
+
+
+def test_every_device_kind_implements_the_one_device_protocol():
+    import inspect
+
+    from grader.checks.a5_vdevices import VirtualClock, VirtualDevice
+    from grader.lab.devices import Device
+    from grader.lab.sim import SimDevice
+
+    workers = get_devices(2, "torch", gpu_count=0, verbose=False)
+    kinds = [HostDevice("cpu", "torch"), workers[0], SimDevice(),
+             VirtualDevice(0, VirtualClock())]
+    for d in kinds:
+        assert isinstance(d, Device), type(d).__name__
+        params = inspect.signature(d.submit).parameters
+        assert {"keep", "label", "kind"} <= set(params), type(d).__name__
+        assert isinstance(d.label(), str) and isinstance(d.spec, str)
+
+
+def test_the_cpu_stand_in_is_labelled_as_one(capsys):
+    from grader.lab.devices import standin_devices
+
+    plan = standin_devices(2, "paddle")
+    line = capsys.readouterr().out
+    assert line.startswith("CPU stand-in: 2 worker processes") and "not GPUs" in line
+    assert all(isinstance(d, WorkerDevice) for d in plan)
+
+
+def test_the_load_line_names_the_load_and_the_cores():
+    import re
+
+    from grader.lab import load_line
+    assert re.fullmatch(r"load average over the last minute: [\d.]+ on \d+ cores", load_line())

@@ -62,6 +62,31 @@ def test_an_unknown_cell_name_is_an_error_that_lists_the_names(page):
         gpucells.find_cell(page, "sqare")
 
 
+def test_sibling_cells_of_one_experiment_are_told_apart_by_framework(tmp_path, capsys,
+                                                                    monkeypatch):
+    p = tmp_path / "twins.md"
+    p.write_text(textwrap.dedent('''\
+        ```{code-cell} ipython3
+        :tags: [torch, skip-execution]
+        :gpu-cell: copy
+        print("torch")
+        ```
+
+        ```{code-cell} ipython3
+        :tags: [paddle, skip-execution]
+        :gpu-cell: copy
+        print("paddle")
+        ```
+        '''))
+    assert gpucells.find_cell(p, "copy", "paddle").source == 'print("paddle")'
+    assert gpucells.find_cell(p, "copy").framework == "torch"
+    with pytest.raises(gpucells.GpuCellError, match="no torch cell"):
+        gpucells.find_cell(p, "cpy", "torch")
+    monkeypatch.setattr(gpucells, "gpu_count", lambda fw: 0)
+    gpucells.gpu_output(p, "copy", framework="paddle", directory=tmp_path)
+    assert capsys.readouterr().out.startswith("This Paddle cell needs a CUDA GPU")
+
+
 def test_without_a_gpu_or_a_record_it_says_what_the_cell_needs(page, tmp_path, capsys,
                                                                monkeypatch):
     monkeypatch.setattr(gpucells, "gpu_count", lambda fw: 0)
@@ -132,3 +157,36 @@ def test_shell_lines_and_writefile_cells_run_without_ipython(tmp_path):
     res = gpucells.run_cells(p, "torch")
     assert res["torch:run"]["error"] == ""
     assert "hello from a script" in res["torch:run"]["stdout"]
+
+
+def test_a_shell_command_continued_with_a_backslash_is_one_command(tmp_path):
+    p = tmp_path / "c.md"
+    p.write_text(textwrap.dedent('''\
+        ```{code-cell} ipython3
+        :tags: [torch, skip-execution]
+        :gpu-cell: run
+        !echo one \\
+            two
+        print("after")
+        ```
+        '''))
+    res = gpucells.run_cells(p, "torch")
+    assert res["torch:run"]["error"] == ""
+    assert res["torch:run"]["stdout"].split() == ["one", "two", "after"]
+
+
+def test_shell_commands_find_the_running_environments_own_programs(tmp_path):
+    p = tmp_path / "e.md"
+    p.write_text(textwrap.dedent('''\
+        ```{code-cell} ipython3
+        :tags: [torch, skip-execution]
+        :gpu-cell: run
+        !command -v python
+        ```
+        '''))
+    import sys
+    from pathlib import Path
+
+    res = gpucells.run_cells(p, "torch")
+    found = Path(res["torch:run"]["stdout"].strip())
+    assert found.parent == Path(sys.executable).parent

@@ -18,6 +18,8 @@ def test_a_rank_that_raises_is_named_with_its_traceback():
         launch(fail_on_rank, nprocs=2, framework="torch", args=(1,), timeout=90)
     assert err.value.rank == 1
     assert "ValueError: rank 1 was told to fail" in err.value.detail
+    assert str(err.value).splitlines()[0] == "rank 1 raised ValueError: rank 1 was told to fail:"
+    assert err.value.failure.type_name == "ValueError"
 
 
 @pytest.mark.parametrize("framework", ["torch", "paddle"])
@@ -37,3 +39,10 @@ def test_a_rank_that_dies_silently_is_named_with_its_exit_code():
 def test_notebook_lambdas_get_a_clear_error():
     with pytest.raises(TypeError, match="importable"):
         launch(lambda r, w: r, nprocs=2)
+
+
+def test_a_function_defined_in_a_notebook_cell_runs_on_the_ranks():
+    ns = {"__name__": "__main__"}
+    exec("import os\nBASE = 10\n"
+         "def rank_fn(rank, world):\n    return BASE + rank + world\n", ns)
+    assert list(launch(ns["rank_fn"], nprocs=2, framework="torch", timeout=90)) == [12, 13]

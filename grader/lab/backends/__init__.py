@@ -15,9 +15,7 @@ FRAMEWORKS = ("torch", "paddle")
 API = (
     "NAME", "LABEL", "version", "gpu_count", "gpu_name", "native_device", "synchronize",
     "set_num_threads", "get_num_threads", "randn", "zeros", "from_numpy", "to_numpy", "matmul",
-    "to_device", "tensor_device", "nbytes", "memory_allocated", "manual_seed",
-    "Event", "current_stream", "new_stream", "use_stream", "pin_memory",
-    "wait_event", "to_host", "cuda_version",
+    "tensor_device", "nbytes", "memory_allocated", "manual_seed", "Event", "cuda_version",
 )
 
 

@@ -1,10 +1,9 @@
 """PaddlePaddle adapter. Same public names, signatures and return types as ``torch_backend``."""
 from __future__ import annotations
 
-import contextlib
 import os
 import warnings
-from typing import Any, ContextManager, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -16,7 +15,7 @@ with warnings.catch_warnings():
     import paddle
 
 from . import _common
-from ._common import HostEvent, parse_spec, process_rss_bytes
+from ._common import parse_spec, process_rss_bytes
 
 NAME = "paddle"
 LABEL = "PaddlePaddle"
@@ -108,9 +107,6 @@ def matmul(a: Any, b: Any) -> Any:
     return paddle.matmul(a, b)
 
 
-def to_device(tensor: Any, device: str, non_blocking: bool = False) -> Any:
-    """Copy to ``device``. ``non_blocking`` only overlaps with compute for pinned host memory."""
-    return tensor.to(_place_str(device), blocking=not non_blocking)
 
 
 def tensor_device(tensor: Any) -> str:
@@ -130,9 +126,6 @@ def memory_allocated(device: str) -> int:
     return int(paddle.device.cuda.memory_allocated(index)) if kind == "gpu" else process_rss_bytes()
 
 
-def pin_memory(tensor: Any) -> Any:
-    """Page-locked copy of a host tensor. Pinning needs a GPU driver: without one it returns ``tensor``."""
-    return tensor.pin_memory() if gpu_count() else tensor
 
 
 class Event(_common.Event):
@@ -143,42 +136,14 @@ class Event(_common.Event):
         return paddle.device.cuda.Event(enable_timing=True)
 
 
-def current_stream(device: str) -> Any:
-    kind, index = parse_spec(device)
-    return paddle.device.cuda.current_stream(index) if kind == "gpu" else None
 
 
-def new_stream(device: str) -> Any:
-    kind, index = parse_spec(device)
-    return paddle.device.cuda.Stream(index) if kind == "gpu" else None
 
 
-def use_stream(stream: Any) -> ContextManager:
-    """Run the block on ``stream`` (a no-op for the CPU, which has none)."""
-    return paddle.device.cuda.stream_guard(stream) if stream is not None else contextlib.nullcontext()
 
 
-def wait_event(stream: Any, event: "Event") -> None:
-    """Make ``stream`` wait (on the device, not the host) until ``event`` has happened.
-
-    This is the dependency edge between two streams: a copy stream waits for the compute
-    stream's event before it copies the result. No-op on the CPU, which has no streams.
-    """
-    if stream is not None and not isinstance(event._ev, HostEvent):
-        stream.wait_event(event._ev)
 
 
-def to_host(tensor: Any, pinned: bool = False, non_blocking: bool = False) -> Any:
-    """Copy a tensor into host memory: page-locked (pinned) when asked and a GPU exists.
-
-    A device-to-host copy with ``non_blocking=True`` returns before the data has arrived;
-    reading the result before synchronizing reads whatever the buffer held before.
-    Paddle spells the destination as a place: ``CUDAPinnedPlace`` or ``CPUPlace``.
-    """
-    place = paddle.CUDAPinnedPlace() if (pinned and gpu_count()) else paddle.CPUPlace()
-    if not tensor.place.is_gpu_place():
-        return tensor.clone()  # host to host: a plain copy
-    return tensor._copy_to(place, not non_blocking)
 
 
 def cuda_version() -> str:

@@ -1,14 +1,13 @@
 """PyTorch adapter. Same public names, signatures and return types as ``paddle_backend``."""
 from __future__ import annotations
 
-import contextlib
-from typing import Any, ContextManager, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
 
 from . import _common
-from ._common import HostEvent, parse_spec, process_rss_bytes
+from ._common import parse_spec, process_rss_bytes
 
 NAME = "torch"
 LABEL = "PyTorch"
@@ -87,9 +86,6 @@ def matmul(a: Any, b: Any) -> Any:
     return torch.matmul(a, b)
 
 
-def to_device(tensor: Any, device: str, non_blocking: bool = False) -> Any:
-    """Copy to ``device``. ``non_blocking`` only overlaps with compute for pinned host memory."""
-    return tensor.to(native_device(device), non_blocking=non_blocking)
 
 
 def tensor_device(tensor: Any) -> str:
@@ -107,9 +103,6 @@ def memory_allocated(device: str) -> int:
     return torch.cuda.memory_allocated(index) if kind == "gpu" else process_rss_bytes()
 
 
-def pin_memory(tensor: Any) -> Any:
-    """Page-locked copy of a host tensor. Pinning needs a GPU driver: without one it returns ``tensor``."""
-    return tensor.pin_memory() if gpu_count() else tensor
 
 
 class Event(_common.Event):
@@ -120,41 +113,14 @@ class Event(_common.Event):
         return torch.cuda.Event(enable_timing=True)
 
 
-def current_stream(device: str) -> Any:
-    kind, index = parse_spec(device)
-    return torch.cuda.current_stream(index) if kind == "gpu" else None
 
 
-def new_stream(device: str) -> Any:
-    kind, index = parse_spec(device)
-    return torch.cuda.Stream(device=index) if kind == "gpu" else None
 
 
-def use_stream(stream: Any) -> ContextManager:
-    """Run the block on ``stream`` (a no-op for the CPU, which has none)."""
-    return torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
 
 
-def wait_event(stream: Any, event: "Event") -> None:
-    """Make ``stream`` wait (on the device, not the host) until ``event`` has happened.
-
-    This is the dependency edge between two streams: a copy stream waits for the compute
-    stream's event before it copies the result. No-op on the CPU, which has no streams.
-    """
-    if stream is not None and not isinstance(event._ev, HostEvent):
-        stream.wait_event(event._ev)
 
 
-def to_host(tensor: Any, pinned: bool = False, non_blocking: bool = False) -> Any:
-    """Copy a tensor into host memory: page-locked (pinned) when asked and a GPU exists.
-
-    A device-to-host copy with ``non_blocking=True`` returns before the data has arrived;
-    reading the result before synchronizing reads whatever the buffer held before.
-    """
-    dst = torch.empty(tuple(tensor.shape), dtype=tensor.dtype, device="cpu",
-                      pin_memory=bool(pinned and gpu_count()))
-    dst.copy_(tensor, non_blocking=non_blocking)
-    return dst
 
 
 def cuda_version() -> str:

@@ -57,9 +57,6 @@ def test_return_types_on_cpu(framework):
     assert be.to_numpy(be.zeros((2,))).tolist() == [0.0, 0.0]
     assert be.synchronize("cpu") is None
     assert isinstance(be.memory_allocated("cpu"), int) and be.memory_allocated("cpu") > 0
-    assert be.current_stream("cpu") is None and be.new_stream("cpu") is None
-    with be.use_stream(None):
-        pass
     e0, e1 = be.Event("cpu").record(), be.Event("cpu").record()
     assert isinstance(e0.elapsed_ms(e1), float) and e0.elapsed_ms(e1) >= 0
     with pytest.raises(ValueError, match="not 'cpu' or 'gpu:N'"):
@@ -73,14 +70,29 @@ def test_same_seed_gives_the_same_numbers_in_both_frameworks():
     np.testing.assert_array_equal(a, b)
 
 
-def test_only_the_adapters_touch_the_cuda_apis():
+def _code_only(source: str) -> str:
+    """The module's code without its docstrings (which may show a chapter's CUDA calls)."""
+    import ast
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+            body[0] = ast.Pass()
+    return ast.unparse(tree)
+
+
+def test_only_the_adapters_call_the_cuda_apis():
+    """Chapters call torch.cuda and paddle.device themselves; inside the course package
+    only the adapters (and GPU cells' provenance, which asks the frameworks what they
+    have: grader.lab.gpucells) do."""
     import pathlib
     root = pathlib.Path(__file__).resolve().parents[3] / "grader"
     offenders = []
     for path in root.rglob("*.py"):
-        if path.parent.name == "backends":
+        if path.parent.name == "backends" or path.name == "gpucells.py":
             continue
-        text = path.read_text()
-        if "torch.cuda." in text or "paddle.device.cuda" in text:
+        code = _code_only(path.read_text())
+        if "torch.cuda." in code or "paddle.device.cuda" in code:
             offenders.append(str(path.relative_to(root)))
     assert offenders == []

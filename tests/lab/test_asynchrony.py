@@ -1,0 +1,193 @@
+"""The chores of chapters/async.md: a cell's function on a CPU worker, sentences chosen by
+the figures, and the operators read back from a profiler's trace of the page's own run."""
+import json
+import pickle
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from grader.lab import Timeline
+from grader.lab.asynchrony import (clock_verdict, portable, ran_in_order, threads_verdict,
+                                   top_level)
+from grader.lab.gpucells import parse_page
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = ROOT / "chapters" / "async.md"
+
+
+def _cell_function(source: str, name: str):
+    """A function defined the way a notebook cell defines it: no importable module."""
+    ns: dict = {"__name__": "__main__"}
+    exec(compile(source, "<cell>", "exec"), ns)
+    return ns[name]
+
+
+# --- portable --------------------------------------------------------------------------
+
+def test_a_cell_function_survives_pickling_with_its_modules_and_constants():
+    fn = _cell_function("import math\nK = 3\ndef f(x, n=2):\n"
+                        "    return [math.sqrt(x) * K for _ in range(n)]\n", "f")
+    with pytest.raises(Exception):
+        pickle.dumps(fn)  # plain pickle sends functions by name, and this one has none
+    back = pickle.loads(pickle.dumps(portable(fn)))
+    assert back(16.0) == [12.0, 12.0] and back(4.0, n=1) == [6.0]
+
+
+def test_a_portable_function_runs_in_a_fresh_interpreter():
+    fn = _cell_function("import math\ndef f(x):\n    return math.floor(x) + 1\n", "f")
+    blob = pickle.dumps(portable(fn))
+    out = subprocess.run([sys.executable, "-c", "import pickle, sys; "
+                          "print(pickle.loads(sys.stdin.buffer.read())(2.5))"],
+                         input=blob, capture_output=True, cwd=ROOT, timeout=60)
+    assert out.returncode == 0, out.stderr.decode()
+    assert out.stdout.decode().strip() == "3"
+
+
+def test_a_closure_or_an_object_global_is_refused_with_what_to_do():
+    def outer():
+        k = 2
+
+        def inner(x):
+            return x * k
+        return inner
+
+    with pytest.raises(TypeError, match="enclosing function.*arguments"):
+        portable(outer())
+    fn = _cell_function("import numpy as np\nW = np.ones(3)\ndef f(x):\n    return W * x\n",
+                        "f")
+    with pytest.raises(TypeError, match="'W'.*argument"):
+        portable(fn)
+    with pytest.raises(TypeError, match="plain function"):
+        portable(len)
+
+
+@pytest.mark.slow
+def test_the_pages_run_travels_to_a_cpu_worker_and_computes_there():
+    from grader.lab import get_devices
+
+    src = next(c.source for c in parse_page(PAGE) if c.source.startswith("def run"))
+    run = _cell_function(src, "run")
+    dev = get_devices(1, "torch", gpu_count=0, verbose=False)[0]
+    data = np.random.default_rng(0).standard_normal((16, 16), dtype=np.float32)
+    fut = dev.submit(portable(run), dev.put(data), 3)
+    np.testing.assert_allclose(dev.get(fut), data @ data, rtol=1e-4, atol=1e-4)
+
+
+# --- sentences chosen by the figures -------------------------------------------------------
+
+@pytest.mark.parametrize("speedup, cores, says, never", [
+    (1.9, 2, "already uses every core", "did not help"),
+    (1.4, 2, "not perfectly", "every core"),
+    (0.92, 2, "did not help", "every core"),
+    (1.13, 2, "barely helped", "did not help"),
+    (5.0, 8, "not perfectly", "every core"),
+    (1.0, 1, "single core", "every core"),
+])
+def test_the_threads_sentence_follows_the_speedup(speedup, cores, says, never):
+    text = threads_verdict(speedup, cores, load=1.0)
+    assert says in text and never not in text
+    if cores > 1:
+        assert f"{speedup:.2f}" in text
+
+
+def test_a_busy_machine_is_named_as_the_reason_only_when_the_load_says_so():
+    assert "load average above" in threads_verdict(0.9, 2, load=3.5)
+    assert "load average above" not in threads_verdict(0.9, 2, load=0.5)
+
+
+def test_the_clock_sentence_follows_the_three_clocks():
+    cold_slow = clock_verdict(cold_s=0.050, unsynced_s=0.0001, synced_median_s=0.010,
+                              synced_min_s=0.009)
+    assert "set-up costs" in cold_slow and "5.0 times a warm one" in cold_slow
+    assert "time to queue" in cold_slow
+    cold_fast = clock_verdict(0.008, 0.0001, 0.010, 0.009)
+    assert "even faster" in cold_fast and "set-up costs that" not in cold_fast
+    within = clock_verdict(0.0095, 0.0001, 0.010, 0.009)
+    assert "within the spread" in within
+    busy = clock_verdict(0.010, 0.008, 0.010, 0.009)
+    assert "about as long as doing it" in busy and "time to queue the work," not in busy
+
+
+# --- the trace of the page's own run ----------------------------------------------------------
+
+def _events(*spans, cat="cpu_op", tid=1):
+    return [{"ph": "X", "cat": cat, "name": n, "ts": t, "dur": d, "tid": tid}
+            for n, t, d in spans]
+
+
+def test_top_level_keeps_the_called_operators_and_drops_what_they_call():
+    evs = _events(("matmul", 0, 10), ("mm", 1, 8), ("add", 12, 2), ("copy", 12.5, 1))
+    evs += _events(("other thread", 3, 4), tid=2) + [{"ph": "M", "cat": "cpu_op"}]
+    top = top_level(evs, "cpu_op")
+    assert [e["name"] for e in top] == ["matmul", "other thread", "add"]
+    assert not ran_in_order(top)  # the other thread's operator ran inside matmul's time
+    mine = [e for e in top if e["tid"] == 1]
+    assert ran_in_order(mine)
+
+
+def _page_cells(framework: str, must: list[str]) -> str:
+    """The page's own cells for ``framework`` that contain each of ``must``, in order."""
+    cells = [c.source for c in parse_page(PAGE)
+             if c.framework in (framework, None) and "skip-execution" not in c.tags
+             and any(m in c.source for m in must)]
+    return "\n".join(cells)
+
+
+def _run_page_profile(framework: str, tmp_path, monkeypatch) -> dict:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    imports = "import os, time, statistics\n"
+    if framework == "torch":
+        src = imports + "import torch\n" + _page_cells(
+            "torch", ["def run(", "with profile(", "Timeline.from_chrome_trace"])
+    else:
+        src = imports + "import paddle\n" + _page_cells(
+            "paddle", ["def run(", "with prof:", "Timeline.from_chrome_trace"])
+    ns: dict = {"__name__": "__main__"}
+    exec(compile(src, f"<async.md {framework} cells>", "exec"), ns)
+    return ns
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework, op_cat, region_cat, region_row", [
+    ("torch", "cpu_op", "user_annotation", "record_function"),
+    ("paddle", "Operator", "PythonUserDefined", "RecordEvent"),
+])
+def test_the_pages_profiler_trace_is_read_and_drawn(framework, op_cat, region_cat,
+                                                    region_row, tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+    ns = _run_page_profile(framework, tmp_path, monkeypatch)
+    trace = json.loads(Path(ns["trace_path" if framework == "torch" else "pd_trace_path"])
+                       .read_text())
+    tl, ops = ns["tl"], ns["ops"]
+    complete = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+    # every operator event and both named regions are on the timeline, nothing else
+    wanted = [e for e in complete if e["cat"] in (op_cat, region_cat)]
+    assert len(tl.intervals) == len(wanted)
+    assert tl.rows == [region_row, "operators"] or tl.rows == ["operators", region_row]
+    regions = sorted(i.label.split("[")[0] for i in tl.intervals if i.row == region_row)
+    assert regions == ["graph example", "run"]
+    # the graph example's operators come first, then the three products, in order
+    names = [re.split(r"[\[ ]", o["name"])[0] for o in ops]
+    assert len(names) >= 7 and ns["in_order"] == ran_in_order(ops)
+    products = [n for n in names if "matmul" in n]
+    assert len(products) == 3 and names.index(products[0]) >= 4
+    # intervals are the trace's own, converted from microseconds
+    first = min(wanted, key=lambda e: e["ts"])
+    assert tl.start() == 0.0
+    span_us = max(e["ts"] - first["ts"] + e["dur"] for e in wanted)
+    assert tl.span() == pytest.approx(span_us * 1e-6, rel=1e-6)
+    last = max(wanted, key=lambda e: e["ts"])
+    assert max(i.start for i in tl.intervals) == pytest.approx(
+        (last["ts"] - first["ts"]) * 1e-6, abs=1e-9)
+    # drawn: one labelled row per category
+    ax = plt.gcf().axes[0]
+    assert {t.get_text() for t in ax.get_yticklabels()} == {region_row, "operators"}
+    assert "profiler trace" in ax.get_title(loc="left")
+    plt.close("all")

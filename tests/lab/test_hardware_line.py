@@ -1,0 +1,32 @@
+"""The hardware line under every chapter title (``grader.lab.hardware_summary``)."""
+import builtins
+
+from grader.lab import hardware_summary
+
+
+def test_the_hardware_line_names_the_cpu_and_each_frameworks_version():
+    import paddle
+    import torch
+
+    text = hardware_summary()
+    assert "cores" in text.splitlines()[1]
+    assert f"PyTorch {torch.__version__}" in text
+    assert f"PaddlePaddle {paddle.__version__}" in text
+
+
+def test_a_framework_that_is_not_installed_is_named_not_installed(monkeypatch):
+    # A GPU machine may carry PyTorch only: the hardware line still prints, and says so.
+    import sys
+
+    monkeypatch.delitem(sys.modules, "grader.lab.backends.paddle_backend", raising=False)
+    real_import = builtins.__import__
+
+    def no_paddle(name, *args, **kwargs):
+        if name == "paddle" or name.startswith("paddle."):
+            raise ModuleNotFoundError("No module named 'paddle'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_paddle)
+    text = hardware_summary()
+    assert "PaddlePaddle: not installed" in text
+    assert "PyTorch " in text
