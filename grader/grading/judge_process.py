@@ -39,7 +39,7 @@ from typing import Any
 from .judge_cells import CellNamespace, bounded_streams, error_fields, run_cell_source
 from .remote import RemoteTimeout, connect
 
-__all__ = ["JudgeProcess", "PRELOAD", "MAX_REPR_CHARS"]
+__all__ = ["JudgeProcess", "PRELOAD", "MAX_REPR_CHARS", "warm"]
 
 MAX_REPR_CHARS = 100_000
 MAX_REPLY_BYTES = 16 * 2**20
@@ -150,6 +150,13 @@ def _context():
         ctx.set_forkserver_preload(mods)
         _CONTEXT = ctx
     return _CONTEXT
+
+
+def warm() -> None:
+    """Start the fork server now: its imports then overlap what the caller does next (a
+    grading worker, while the course is set up) instead of its first notebook."""
+    _context()
+    forkserver.ensure_running()
 
 
 class JudgeProcess:

@@ -104,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     def kernel_end() -> str | None:
         return read_end(runtime)
 
-    from . import item, judge  # noqa: F401 - loaded while the pipeline sets the course up
+    # loaded (and the judges' fork server started) while the pipeline sets the course up
+    from . import item, judge, judge_process  # noqa: F401
+    judge_process.warm()
     from .ledger import Ledger
 
     with open(cfg.course / ".grading.lock", "a") as lock:   # wait for the set-up to finish
