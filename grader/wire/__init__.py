@@ -30,6 +30,9 @@ share one hash. That last one stops hash-collision payloads (say 50,000 integers
 multiples of ``2**61 - 1``, all hashing to 0): as dict keys or set elements, or later in a
 check's ``set(...)``, they cost quadratic time in C, holding the GIL. A message over a limit
 raises :class:`ProtocolError` with the limit's name, which the receiver reports.
+
+Inside: :mod:`.limits` (the bounds), :mod:`.values` (value types, tensors), :mod:`.codec`
+(:class:`Encoder`, :class:`Decoder`), :mod:`.frames` (framing and the data-only helpers).
 """
 from __future__ import annotations
 
