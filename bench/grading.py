@@ -27,6 +27,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         course = Path(tmp)
         shutil.copy(src / "nbgrader_config.py", course)
+        shutil.copytree(src / "hidden", course / "hidden")
         for name in mine:
             shutil.copytree(src / "source" / name, course / "source" / name)
             shutil.copytree(src / "submitted" / a.student / name,

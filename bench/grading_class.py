@@ -36,6 +36,7 @@ def make_class(course: Path, n: int, names: list[str], broken_every: int) -> dic
     course.mkdir(parents=True)
     for f in ("nbgrader_config.py", "course.toml"):
         shutil.copy(src / f, course)
+    shutil.copytree(src / "hidden", course / "hidden")
     if course.name == "plain":   # nbgrader's own executor: the test cells in the kernel
         with open(course / "nbgrader_config.py", "a") as cfg:
             cfg.write("\nfrom nbgrader.preprocessors import Execute as _Execute\n"

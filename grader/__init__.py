@@ -4,7 +4,8 @@ Layers (see README, "The grader package"):
 
 - :mod:`grader.lab` is what chapters and students import: devices, backend adapters,
   timing, launching ranks, timelines.
-- :mod:`grader.checks` holds the typed checks that exercises' hidden tests call.
+- :mod:`grader.checks` holds what exercise notebooks import: the public checks and their
+  helpers (the graded checks live in the course folder, ``exercises/hidden``).
 - :mod:`grader.build` builds the executed book.
 """
 

@@ -9,10 +9,18 @@ versions are never copied. Launch links (JupyterHub, Binder, Colab) appear where
 ``_config.yml`` configures them (``repository.url`` and ``launch_buttons``); they open the
 released notebook at ``exercises_launch_path`` in that repository, i.e. what ``nbgrader
 generate_assignment`` writes to ``exercises/release/``, published on that branch.
+
+Outside the course's hub a downloaded notebook needs the course's package: the build puts
+its wheel next to the student notebooks and starts each of them with a set-up cell that
+installs it when it is missing (:mod:`grader.student_setup`). The table names the chapters
+an assignment goes with by their titles, read from the chapters themselves: an assignment
+goes with the chapters whose exercises snippet (``chapters/_exercises/<chapter>.md``)
+lists it.
 """
 from __future__ import annotations
 
 import html
+import re
 import shutil
 import urllib.parse
 from pathlib import Path
@@ -22,6 +30,7 @@ from docutils import nodes
 from sphinx.util.docutils import SphinxDirective
 
 from .grading.student import assignment_info, student_version
+from .student_setup import build_wheel, wheel_name, with_setup_cell
 
 OUT = "exercises"  # folder of the HTML output holding the student notebooks
 
@@ -59,6 +68,37 @@ def _assignments(app) -> list[dict]:
     return found
 
 
+def chapter_title(path: Path) -> str:
+    """The first level-1 heading of a MyST chapter (after its front matter)."""
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        if line.startswith("# "):
+            return line[2:].strip()
+    return Path(path).stem
+
+
+def chapters_of(root: Path) -> dict[str, list[tuple[str, str]]]:
+    """``{assignment: [(chapter, title), ...]}``, in the book's order: the chapters whose
+    ``chapters/_exercises/<chapter>.md`` snippet names the assignment."""
+    root = Path(root)
+    toc = root / "_toc.yml"
+    order = re.findall(r"file:\s*chapters/(\w+)", toc.read_text()) if toc.is_file() else []
+    snippets = sorted((root / "chapters" / "_exercises").glob("*.md"),
+                      key=lambda p: (order.index(p.stem) if p.stem in order else len(order), p.stem))
+    out: dict[str, list[tuple[str, str]]] = {}
+    for snippet in snippets:
+        chapter = root / "chapters" / f"{snippet.stem}.md"
+        if not chapter.is_file():
+            continue
+        for name in dict.fromkeys(re.findall(r"`(a\d+_\w+)`", snippet.read_text())):
+            out.setdefault(name, []).append((snippet.stem, chapter_title(chapter)))
+    return out
+
+
+def _title_html(title: str) -> str:
+    parts = html.escape(title).split("`")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+
+
 class ExerciseList(SphinxDirective):
     """A table of every assignment with its student notebook to download."""
 
@@ -66,19 +106,28 @@ class ExerciseList(SphinxDirective):
         app = self.env.app
         rel = "../" * self.env.docname.count("/")
         rows = []
+        chapters = chapters_of(Path(app.srcdir))
         for a in _assignments(app):
             self.env.note_dependency(str(a["path"]))
             links = [f'<a href="{rel}{OUT}/{a["name"]}.ipynb" download>student notebook</a>']
             links += [f'<a href="{html.escape(u)}">{html.escape(label)}</a>' for label, u in
                       launch_links(a["name"], app.config.html_theme_options or {},
                                    app.config.exercises_launch_path)]
+            goes = ", ".join(f'<a href="{rel}chapters/{c}.html">{_title_html(t)}</a>'
+                             for c, t in chapters.get(a["name"], []))
             rows.append(f"<tr><td><code>{html.escape(a['name'])}</code></td>"
-                        f"<td>{html.escape(a['title'])}<br><small>{html.escape(a['goes_with'])}"
-                        f"</small></td><td>{a['points']:g}</td><td>{' &middot; '.join(links)}</td></tr>")
+                        f"<td>{html.escape(a['title'])}<br><small>"
+                        f"{'Goes with ' + goes if goes else ''}</small></td>"
+                        f"<td>{a['points']:g}</td><td>{' &middot; '.join(links)}</td></tr>")
         table = ('<table class="table exercise-list"><thead><tr><th>assignment</th><th>what</th>'
                  "<th>points</th><th>get it</th></tr></thead><tbody>" + "".join(rows) +
                  "</tbody></table>")
-        return [nodes.raw("", table, format="html")]
+        wheel = wheel_name(Path(app.srcdir))
+        package = (f'<p class="course-wheel">The course package, for running a notebook '
+                   f'outside the course\'s hub: <a href="{rel}{OUT}/{wheel}" download>'
+                   f"<code>{html.escape(wheel)}</code></a>. Save it in the notebook's folder; "
+                   "the notebook's first cell installs it when it is missing.</p>")
+        return [nodes.raw("", table + package, format="html")]
 
 
 def _write_student_versions(app, exception) -> None:
@@ -87,8 +136,10 @@ def _write_student_versions(app, exception) -> None:
     out = Path(app.outdir) / OUT
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
+    wheel = build_wheel(Path(app.srcdir), out, Path(app.outdir).parent / ".course-wheel")
     for a in _assignments(app):
         nb = student_version(nbformat.read(a["path"], as_version=4))
+        nb = with_setup_cell(nb, wheel.name, getattr(app.config, "html_baseurl", "") or "")
         nbformat.write(nb, out / f"{a['name']}.ipynb")
 
 

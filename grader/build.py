@@ -19,11 +19,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def code_fingerprint(root: Path) -> str:
-    """Hash of what chapters execute besides their own cells: the grader package and the
-    pinned environment. jupyter-cache keys only on a notebook's cells, so when this changes
-    the execution cache is cleared and every chapter runs again."""
+    """Hash of what chapters execute besides their own cells: the grader package, the
+    scripts chapters launch (``chapters/**/*.py``, e.g. ``chapters/scripts/ddp_torch.py``)
+    and the pinned environment. jupyter-cache keys only on a notebook's cells, so when this
+    changes the execution cache is cleared and every chapter runs again."""
     h = hashlib.sha256()
-    files = sorted((root / "grader").rglob("*.py")) + [root / "constraints.txt"]
+    files = (sorted((root / "grader").rglob("*.py")) + sorted((root / "chapters").rglob("*.py"))
+             + [root / "constraints.txt"])
     for f in files:
         if f.exists():
             h.update(str(f.relative_to(root)).encode())

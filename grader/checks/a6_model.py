@@ -61,6 +61,9 @@ def local_step(params: dict[str, Any], x: Any, y: Any) -> tuple[Any, float, dict
         return pred.detach(), float(loss.detach()), dict(zip(leaves, grads))
     import paddle
 
+    from grader.lab.threads import framework_ready
+
+    framework_ready()   # replicas run in parallel_apply's threads: Paddle's mode is per thread
     # Paddle's eager autograd is not thread-safe: two threads in paddle.grad at once abort
     # the process ("pure virtual method called"). parallel_apply runs replicas in threads,
     # so Paddle's replicas take turns here; PyTorch's autograd runs them concurrently.

@@ -8,6 +8,7 @@ feedback shows) and evaluates to the points, which nbgrader reads as partial cre
 from __future__ import annotations
 
 import math
+import os
 import traceback
 import warnings
 from typing import Any, Callable
@@ -15,6 +16,8 @@ from typing import Any, Callable
 from .result import CheckResult, total
 
 __all__ = ["grade", "call", "close", "StudentError", "public", "result"]
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep   # grader/
 
 
 class StudentError(Exception):
@@ -39,7 +42,10 @@ def call(fn: Callable, *args: Any, **kwargs: Any) -> Any:
         # kernel: the exception arrives with the student's line in ``where``.
         remote = isinstance(getattr(e, "where", None), str)
         where = e.where if remote else ""
-        frames = [] if remote else traceback.extract_tb(e.__traceback__)
+        # in one process: the student's last line, not a line of the course's own code
+        # (a simulated framework raising on the student's behalf)
+        frames = [] if remote else [f for f in traceback.extract_tb(e.__traceback__)
+                                    if not os.path.abspath(f.filename).startswith(_PACKAGE)]
         if frames:
             f = frames[-1]
             where = f" (line {f.lineno}: {f.line})" if f.line else ""

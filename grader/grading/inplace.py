@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..wire import array_of, tensor_framework
+from ..wire.values import array_of, paddle_module, tensor_framework
 
 __all__ = ["storages", "mutable_array", "fingerprint", "copy_back"]
 
@@ -48,8 +48,7 @@ def copy_back(orig: Any, new: Any) -> None:
                 with torch.no_grad():
                     orig.copy_(torch.from_numpy(src).to(orig.dtype))
         elif tuple(orig.shape) == src.shape:
-            import paddle
-
+            paddle = paddle_module()
             paddle.assign(paddle.to_tensor(src).astype(orig.dtype), output=orig)
     except (TypeError, ValueError, RuntimeError, AttributeError):
         pass   # a copy-back that cannot apply leaves the caller's object as it was

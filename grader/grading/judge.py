@@ -34,6 +34,10 @@ order, as in a kernel (stream outputs can only lower a score: nbgrader gives 0 f
 with ``stderr`` output, and reads points from ``execute_result`` only, which only the judge
 writes); a test cell's streams keep at most ``MAX_STREAM_CHARS`` characters from each side.
 
+Threads: the judge process runs each cell in its main thread, and answers the kernel's calls
+in more; each first turns on Paddle's dynamic-graph mode, which Paddle keeps per thread
+(:func:`grader.lab.threads.framework_ready`).
+
 Limits: the cell's time limit (``Execute.timeout``) bounds every wait for the kernel; past it
 the kernel is interrupted and the cell gets nbgrader's ``CellTimeoutError`` output. A judge
 process that has not answered ``GRACE_S`` after the limit (a check stuck on what the kernel
@@ -51,6 +55,7 @@ the same way.
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
 import time
 from pathlib import Path
@@ -91,12 +96,16 @@ class JudgedExecute(GuardedExecute):
     cells in a judge process of this notebook's own; see the module docstring."""
 
     def preprocess(self, nb, resources=None, km=None):
-        course_id = self.config.get("CourseDirectory", {}).get("course_id", "default_course")
+        course = self.config.get("CourseDirectory", {})
+        course_id = course.get("course_id", "default_course")
         self._roles, self._sources = _roles(nb, resources or {}, self.skip_cells, course_id)
         if not self._roles:
             self.log.warning("JudgedExecute: the gradebook names no test cell in this notebook")
         self._folder = str((resources or {}).get("metadata", {}).get("path") or ".")
-        self._judge_process = JudgeProcess() if self._roles else None
+        # the hidden checks a test cell's hidden block loads live in the course folder: the
+        # judge process registers it (grader.grading.hidden)
+        root = str(course.get("root") or os.getcwd())
+        self._judge_process = JudgeProcess(course_root=root) if self._roles else None
         try:
             return super().preprocess(nb, resources, km)
         finally:

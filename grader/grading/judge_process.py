@@ -36,6 +36,7 @@ from multiprocessing import forkserver, popen_forkserver, reduction, spawn, util
 from multiprocessing.context import ForkServerProcess, set_spawning_popen
 from typing import Any
 
+from ..lab.threads import framework_ready
 from .judge_cells import CellNamespace, bounded_streams, error_fields, run_cell_source
 from .remote import RemoteTimeout, connect
 
@@ -63,12 +64,17 @@ def _child_main(conn) -> None:
     os.environ.update(hello["env"])
     os.chdir(hello["cwd"])
     sys.path[:] = hello["path"]
+    if hello.get("course_root"):     # where a test cell's hidden block finds the checks
+        from . import hidden
+
+        hidden.use(hello["course_root"])
     base: dict = {"__name__": "__judge__", "__builtins__": builtins}
     while True:
         try:
             cmd = json.loads(conn.recv_bytes())
         except (EOFError, OSError):
             return
+        framework_ready()              # (Paddle's mode is per thread: grader.lab.threads)
         if cmd["op"] == "locked":      # no answer: a failure shows in the test cells
             run_cell_source(cmd["source"], base, cmd["filename"])
             continue
@@ -165,8 +171,9 @@ class JudgeProcess:
     the locked cells again. Only :meth:`prepare` may block (on a start): call it off the
     event loop."""
 
-    def __init__(self) -> None:
-        self._hello = {"env": dict(os.environ), "cwd": os.getcwd(), "path": list(sys.path)}
+    def __init__(self, course_root: str | None = None) -> None:
+        self._hello = {"env": dict(os.environ), "cwd": os.getcwd(), "path": list(sys.path),
+                       "course_root": course_root}
         self._locked: list[tuple[str, str]] = []
         self._sent = 0                     # locked cells the current process was sent
         self._proc: Any = None

@@ -12,18 +12,34 @@ never hands to the kernel (modules, classes, ``eval``-like built-ins, functions 
 from __future__ import annotations
 
 import builtins
+import operator
+import os
 import traceback
 import types
 from typing import Any
 
 __all__ = ["RemoteError", "ChannelClosed", "RemoteTimeout", "KernelObject", "JudgeObject",
-           "Opaque", "denied", "remote_exception", "where"]
+           "Opaque", "denied", "remote_exception", "where", "OPERATORS"]
 
 _DENIED_MODULES = ("os", "posix", "sys", "subprocess", "shutil", "ctypes", "pickle", "marshal",
                    "importlib", "builtins", "io", "socket", "signal", "runpy", "code", "codeop")
 _DENIED_BUILTINS = {"eval", "exec", "compile", "open", "__import__", "getattr", "setattr",
                     "delattr", "globals", "locals", "vars", "breakpoint", "input", "help", "exit",
                     "quit", "memoryview", "type", "object", "super", "classmethod", "staticmethod"}
+
+
+# What the kernel may ask the judge to do to one of its objects besides calling it and
+# reading public attributes (``__judge_ops__`` of the object's class must list it).
+OPERATORS = {
+    "add": operator.add, "radd": lambda a, b: operator.add(b, a),
+    "sub": operator.sub, "rsub": lambda a, b: operator.sub(b, a),
+    "mul": operator.mul, "rmul": lambda a, b: operator.mul(b, a),
+    "truediv": operator.truediv, "rtruediv": lambda a, b: operator.truediv(b, a),
+    "matmul": operator.matmul, "rmatmul": lambda a, b: operator.matmul(b, a),
+    "pow": operator.pow, "neg": operator.neg, "pos": operator.pos, "abs": operator.abs,
+    "lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
+    "float": float, "int": int,
+}
 
 
 class RemoteError(Exception):
@@ -70,11 +86,18 @@ def remote_exception(name: str, message: str, where: str) -> BaseException:
     return err
 
 
+_GRADING = os.path.dirname(os.path.abspath(__file__))
+
+
 def where(exc: BaseException) -> str:
-    if getattr(exc, "where", ""):
-        return str(exc.where)
-    frames = traceback.extract_tb(exc.__traceback__)
-    return f" (line {frames[-1].lineno}: {frames[-1].line})" if frames and frames[-1].line else ""
+    """`` (line N: code)`` of the line that raised ``exc``: the last frame outside this
+    package, so that an error a judge's object raised in a call from the student's code
+    names the student's line, not the channel's."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not os.path.abspath(f.filename).startswith(_GRADING + os.sep)]
+    if frames and frames[-1].line:
+        return f" (line {frames[-1].lineno}: {frames[-1].line})"
+    return str(exc.where) if getattr(exc, "where", "") else ""
 
 
 class _Proxy:
@@ -128,10 +151,39 @@ class KernelObject(_Proxy):
         return self._type if self._type.isidentifier() else "your function"
 
 
+def _operator(name: str):
+    def method(self: "JudgeObject", *args: Any) -> Any:
+        return self._channel.request("op", self._handle, name=name, args=args)
+
+    method.__name__ = f"__{name}__"
+    return method
+
+
 class JudgeObject(_Proxy):
-    """In the kernel: an object of the judge's (a virtual device, a clock, a kernel...)."""
+    """In the kernel: an object of the judge's (a simulated module, a tensor, a clock...).
+
+    Operators, ``float``/``int`` and ``with`` go to the judge too; it performs them only on
+    objects whose class lists them in ``__judge_ops__`` (a simulated tensor, a stream
+    context), so for any other object they raise ``TypeError`` as a plain object would."""
 
     __slots__ = ()
+
+    __add__, __radd__ = _operator("add"), _operator("radd")
+    __sub__, __rsub__ = _operator("sub"), _operator("rsub")
+    __mul__, __rmul__ = _operator("mul"), _operator("rmul")
+    __truediv__, __rtruediv__ = _operator("truediv"), _operator("rtruediv")
+    __matmul__, __rmatmul__ = _operator("matmul"), _operator("rmatmul")
+    __pow__, __neg__, __pos__, __abs__ = (_operator("pow"), _operator("neg"), _operator("pos"),
+                                          _operator("abs"))
+    __lt__, __le__, __gt__, __ge__ = (_operator("lt"), _operator("le"), _operator("gt"),
+                                      _operator("ge"))
+    __float__, __int__ = _operator("float"), _operator("int")
+
+    def __enter__(self) -> Any:
+        return self._channel.request("enter", self._handle)
+
+    def __exit__(self, *exc: Any) -> bool:
+        return self._channel.request("exit", self._handle) is True
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"cannot set {name!r}: the grader's objects are read-only")

@@ -23,7 +23,10 @@ values it cannot carry travel as handles, and the other side gets a proxy
   repr), and it is never a number;
 - in the kernel, a :class:`JudgeObject`: calls, public attributes (no leading underscore:
   nothing reaches ``__globals__``, ``__class__`` or ``__dict__``), ``len``, items, iteration,
-  ``repr`` and ``__array__``. Modules, classes and a denylist of built-ins are never exported.
+  ``repr`` and ``__array__``; operators (``+``, ``@``...), ``float``/``int`` and ``with``
+  only on objects whose class opts in with ``__judge_ops__`` (the simulated frameworks'
+  tensors and stream contexts, :mod:`grader.lab.sim`). Modules, classes and a denylist of
+  built-ins are never exported.
 
 Calls nest and run concurrently: a request carries the id of the request its sender was
 serving, and it is run by the thread that waits for that request's reply (so the kernel's own
@@ -55,10 +58,11 @@ import types
 import warnings
 from typing import Any
 
+from ..lab.threads import framework_ready, ready_thread_target
 from ..wire import Decoder, Encoder, ProtocolError, pack, read_frame, socket_reader
 from .inplace import copy_back, fingerprint, mutable_array, storages
-from .proxies import (ChannelClosed, JudgeObject, KernelObject, Opaque, RemoteError,
-                      RemoteTimeout, denied, remote_exception)
+from .proxies import (OPERATORS, ChannelClosed, JudgeObject, KernelObject, Opaque,
+                      RemoteError, RemoteTimeout, denied, remote_exception)
 from .proxies import where as where_of
 
 __all__ = ["Channel", "KernelObject", "JudgeObject", "RemoteError", "ChannelClosed",
@@ -173,6 +177,8 @@ class Channel:
                 continue
 
     def _answer(self, msg: dict, waiter: _Waiter) -> Any:
+        if self.side == "j":
+            framework_ready()     # decoding may build tensors: Paddle's mode is per thread
         dec = Decoder(self.side, msg["buffers"], self._handle, echo=waiter.memo.__getitem__)
         try:
             for index, node in msg.get("back", []):
@@ -195,6 +201,8 @@ class Channel:
             self._serve_one(msg)
 
     def _serve_one(self, msg: dict) -> None:
+        if self.side == "j":
+            framework_ready()     # the judge's code may run Paddle in any of its threads
         stack = self._local.__dict__.setdefault("serving", [])
         stack.append(msg["id"])
         dec = Decoder(self.side, msg["buffers"], self._handle)
@@ -219,7 +227,9 @@ class Channel:
                 except Exception as e:  # noqa: BLE001 - e.g. nested too deeply
                     ok, value, header["ok"] = False, e, False
             if not ok:
-                header["error"] = [type(value).__name__, str(value)[:2000], where_of(value)]
+                # the judge's own lines are nothing the student's code could point at
+                header["error"] = [type(value).__name__, str(value)[:2000],
+                                   where_of(value) if self.side == "k" else ""]
             # arguments changed in place go back by value (after the answer, so that the
             # answer's references to them stay echoes of the caller's objects)
             header["back"] = []
@@ -254,6 +264,17 @@ class Channel:
             if name.startswith("_") or not name.isidentifier():
                 raise AttributeError(f"{name!r} is not available here")
             return getattr(obj, name)
+        if op in ("op", "enter", "exit") and self.side == "j":
+            key = name if op == "op" else op
+            allowed = getattr(type(obj), "__judge_ops__", ())
+            if key not in allowed or (op == "op" and key not in OPERATORS):
+                raise TypeError(f"unsupported operation {key!r} on the grader's "
+                                f"{type(obj).__name__}")
+            if op == "enter":
+                return obj.__enter__()
+            if op == "exit":
+                return obj.__exit__(None, None, None)
+            return OPERATORS[key](obj, *args[:1])
         if op == "getitem":
             return obj[args[0]]
         if op == "len":
@@ -305,8 +326,8 @@ class Channel:
             elif self.side == "k" and msg.get("parent") is None:
                 self._main.put_nowait(msg)
             elif self._call_slots.acquire(blocking=False):
-                threading.Thread(target=self._serve_in_thread, args=(msg,), daemon=True,
-                                 name=f"remote-{self.side}-call").start()
+                threading.Thread(target=ready_thread_target(self._serve_in_thread), args=(msg,),
+                                 daemon=True, name=f"remote-{self.side}-call").start()
             else:
                 self._send({"k": "rep", "id": f"{self.side}{next(self._ids)}", "to": msg["id"],
                             "ok": False, "back": [],

@@ -9,7 +9,8 @@ import time
 from typing import Any, Callable
 
 from .limits import LIMITS, Limits, ProtocolError
-from .values import DTYPE_KINDS, array_of, registered, tensor_framework, value_class
+from .values import (DTYPE_KINDS, array_of, paddle_module, registered, tensor_framework,
+                     value_class)
 
 __all__ = ["Encoder", "Decoder"]
 
@@ -263,7 +264,7 @@ class Decoder:
             t = torch.from_numpy(a).to(want)
             return t.requires_grad_(grad) if grad and t.is_floating_point() else t
         if fw == "paddle":
-            paddle = importlib.import_module("paddle")
+            paddle = paddle_module()
             t = paddle.to_tensor(a)
             if dtype in ("bfloat16", "float16"):
                 t = t.astype(dtype)

@@ -1,20 +1,7 @@
-"""Answers to assignment 4 (by solution cell id): other correct ones and typical mistakes."""
+"""Answers to assignment 4 (by solution cell id): other correct ones, in PyTorch and in
+Paddle, and typical mistakes."""
 
-CORRECT = {
-    # Count records before the run instead of reading the clock; sweep-line overlap.
-    "record_count_and_sweep": {
-        "record_trace": '''
-def record_trace(device, clock, run):
-    device.synchronize()
-    before = len(device.records)
-    run()
-    device.synchronize()
-    tl = Timeline("run")
-    for r in device.records[before:]:
-        tl.add(r.kind, r.start_ns / 1e9, r.end_ns / 1e9, r.kind, r.label)
-    return tl
-''',
-        "chrome": '''
+_SWEEP = '''
 def overlap_from_chrome_trace(trace, cat_a, cat_b):
     points = []
     for e in trace["traceEvents"]:
@@ -31,23 +18,79 @@ def overlap_from_chrome_trace(trace, cat_a, cat_b):
         depth[cat] += step
         last = t
     return total / 1e6
+'''
+
+CORRECT = {
+    # events recorded on streams named explicitly; a sweep line over the Chrome trace
+    "torch_explicit_streams_and_sweep": {
+        "trace_with_events": '''
+FRAMEWORK = "torch"
+
+
+def trace_with_events(torch, op, xs):
+    main, side = torch.cuda.current_stream(), torch.cuda.Stream()
+    new = lambda: torch.cuda.Event(enable_timing=True)
+    origin = new()
+    origin.record(main)
+    compute, copy, ys = [], [], []
+    for x in xs:
+        s, e = new(), new()
+        s.record(main)
+        y = op(x)
+        ys.append(y)
+        e.record(main)
+        side.wait_event(e)
+        c0, c1 = new(), new()
+        c0.record(side)
+        with torch.cuda.stream(side):
+            h = torch.empty(y.shape, dtype=y.dtype, pin_memory=True)
+            h.copy_(y, non_blocking=True)
+        c1.record(side)
+        compute.append((s, e))
+        copy.append((c0, c1))
+    side.synchronize()
+    main.synchronize()
+    ms = lambda a: origin.elapsed_time(a) * 1e-3
+    return {"compute": [(ms(a), ms(b)) for a, b in compute],
+            "copy": [(ms(a), ms(b)) for a, b in copy]}
 ''',
+        "chrome": _SWEEP,
     },
-    # Timeline.from-style building plus Timeline.overlap for the Chrome trace.
-    "timeline_for_both": {
-        "record_trace": '''
-def record_trace(device, clock, run):
-    device.synchronize()
-    since = clock() * 1e9
-    run()
-    device.synchronize()
-    tl = Timeline("traced run")
-    for kind in ("compute", "copy"):
-        tl.add_records(kind, [r for r in device.records if r.start_ns >= since and r.kind == kind])
-    return tl
+    # Paddle; the Chrome trace through grader.lab.Timeline
+    "paddle_events_and_timeline": {
+        "trace_with_events": '''
+FRAMEWORK = "paddle"
+
+
+def trace_with_events(paddle, op, xs):
+    ev = lambda: paddle.device.Event(enable_timing=True)
+    copier = paddle.device.Stream()
+    t0 = ev()
+    t0.record()
+    pairs, keep = {"compute": [], "copy": []}, []
+    for x in xs:
+        a = ev()
+        a.record()
+        y = op(x)
+        keep.append(y)
+        b = ev()
+        b.record()
+        pairs["compute"].append((a, b))
+        with paddle.device.stream_guard(copier):
+            copier.wait_event(b)
+            c = ev()
+            c.record()
+            y.pin_memory(blocking=False)
+            d = ev()
+            d.record()
+        pairs["copy"].append((c, d))
+    paddle.device.synchronize()
+    return {k: [(t0.elapsed_time(a) / 1000.0, t0.elapsed_time(b) / 1000.0) for a, b in v]
+            for k, v in pairs.items()}
 ''',
         "chrome": '''
 def overlap_from_chrome_trace(trace, cat_a, cat_b):
+    from grader.lab import Timeline
     tl = Timeline("chrome")
     for e in trace["traceEvents"]:
         if e.get("ph") == "X" and e.get("cat") in (cat_a, cat_b):
@@ -57,39 +100,114 @@ def overlap_from_chrome_trace(trace, cat_a, cat_b):
     return tl.overlap(cat_a, cat_b)
 ''',
     },
+    # Paddle with events recorded on named streams and a copy to the pinned place
+    "paddle_named_streams": {
+        "trace_with_events": '''
+FRAMEWORK = "paddle"
+
+
+def trace_with_events(paddle, op, xs):
+    here = paddle.device.current_stream()
+    there = paddle.device.Stream()
+    def mark(stream):
+        e = paddle.device.Event(enable_timing=True)
+        e.record(stream)
+        return e
+    origin = mark(here)
+    compute, copy, products = [], [], []
+    for x in xs:
+        a = mark(here)
+        y = op(x)
+        products.append(y)
+        b = mark(here)
+        there.wait_event(b)
+        c = mark(there)
+        with paddle.device.stream_guard(there):
+            y.to(paddle.CUDAPinnedPlace(), blocking=False)
+        d = mark(there)
+        compute.append((a, b))
+        copy.append((c, d))
+    d.synchronize()
+    here.synchronize()
+    sec = lambda e: origin.elapsed_time(e) / 1e3
+    return {"compute": [(sec(a), sec(b)) for a, b in compute],
+            "copy": [(sec(c), sec(d)) for c, d in copy]}
+''',
+        "chrome": _SWEEP,
+    },
 }
 
+_REFERENCE_TRACE = '''
+FRAMEWORK = "torch"
+
+
+def trace_with_events(torch, op, xs):
+    def event():
+        return torch.cuda.Event(enable_timing=True)
+
+    copy_stream = torch.cuda.Stream()
+    origin = event()
+    origin.record()
+    marks = {"compute": [], "copy": []}
+    for x in xs:
+        a, b = event(), event()
+        a.record()
+        y = op(x)
+        b.record()
+        marks["compute"].append((a, b))
+        with torch.cuda.stream(copy_stream):
+            copy_stream.wait_event(b)
+            c, d = event(), event()
+            %(copy_events)s
+        marks["copy"].append((c, d))
+    torch.cuda.synchronize()
+    return {row: [(origin.elapsed_time(s) %(unit)s, origin.elapsed_time(e) %(unit)s)
+                  for s, e in pairs] for row, pairs in marks.items()}
+'''
+
 WRONG = {
-    "earlier_work_kept": ({"record_trace": '''
-def record_trace(device, clock, run):
-    run()
-    device.synchronize()
-    tl = Timeline("run")
-    tl.add_records("compute", [r for r in device.records if r.kind == "compute"])
-    tl.add_records("copy", [r for r in device.records if r.kind == "copy"])
-    return tl
-'''}, 2, None, "intervals per row"),
-    "records_read_before_done": ({"record_trace": '''
-def record_trace(device, clock, run):
-    t0 = int(clock() * 1e9)
-    run()
-    recs = list(device.records)
-    device.synchronize()
-    tl = Timeline("run")
-    tl.add_records("compute", [r for r in recs if r.kind == "compute" and r.start_ns >= t0])
-    tl.add_records("copy", [r for r in recs if r.kind == "copy" and r.start_ns >= t0])
-    return tl
-'''}, 0, None, "synchronize before reading"),
-    "one_row": ({"record_trace": '''
-def record_trace(device, clock, run):
-    device.synchronize()
-    t0 = int(clock() * 1e9)
-    run()
-    device.synchronize()
-    tl = Timeline("run")
-    tl.add_records("device", [r for r in device.records if r.start_ns >= t0])
-    return tl
-'''}, 1, None, "rows of the timeline"),
+    # the copy's events recorded on the products' stream
+    "copy_events_on_the_products_stream": ({"trace_with_events": _REFERENCE_TRACE % {
+        "copy_events": "c.record(torch.cuda.default_stream())\n            "
+                       "y.to('cpu', non_blocking=True)\n            "
+                       "d.record(torch.cuda.default_stream())",
+        "unit": "/ 1000"}}, 3, None, "recorded on the products' stream"),
+    # elapsed_time's milliseconds returned as they are
+    "milliseconds": ({"trace_with_events": _REFERENCE_TRACE % {
+        "copy_events": "c.record()\n            y.to('cpu', non_blocking=True)\n            "
+                       "d.record()",
+        "unit": ""}}, 3, None, "milliseconds"),
+    # the traced program copies on the products' stream: the trace shows it
+    "traced_program_does_not_overlap": ({"trace_with_events": '''
+FRAMEWORK = "torch"
+
+
+def trace_with_events(torch, op, xs):
+    new = lambda: torch.cuda.Event(enable_timing=True)
+    origin = new()
+    origin.record()
+    compute, copy = [], []
+    for x in xs:
+        a, b, c, d = new(), new(), new(), new()
+        a.record()
+        y = op(x)
+        b.record()
+        c.record()
+        y.to("cpu", non_blocking=True)
+        d.record()
+        compute.append((a, b))
+        copy.append((c, d))
+    torch.cuda.synchronize()
+    sec = lambda e: origin.elapsed_time(e) / 1000
+    return {"compute": [(sec(a), sec(b)) for a, b in compute],
+            "copy": [(sec(c), sec(d)) for c, d in copy]}
+'''}, 3, None, "copies overlapping computation"),
+    # elapsed_time before the events have happened
+    "no_synchronize": ({"trace_with_events": _REFERENCE_TRACE.replace(
+        "    torch.cuda.synchronize()\n", "") % {
+        "copy_events": "c.record()\n            y.to('cpu', non_blocking=True)\n            "
+                       "d.record()",
+        "unit": "/ 1000"}}, 0, None, "end.synchronize()"),
     "no_merge_within_category": ({"chrome": '''
 def overlap_from_chrome_trace(trace, cat_a, cat_b):
     ev = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
@@ -99,6 +217,7 @@ def overlap_from_chrome_trace(trace, cat_a, cat_b):
 '''}, None, 3, "merge each category"),
     "microseconds_as_seconds": ({"chrome": '''
 def overlap_from_chrome_trace(trace, cat_a, cat_b):
+    from grader.lab import Timeline
     tl = Timeline("chrome")
     for e in trace["traceEvents"]:
         if e.get("ph") == "X" and e.get("cat") in (cat_a, cat_b):

@@ -1,123 +1,148 @@
-"""Submissions for assignment 5: the reference, other correct ones and typical wrong ones.
+"""Answers to assignment 5 (by solution cell id): other correct ones, in PyTorch and in
+Paddle, and typical mistakes. Each ``run_dag(torch, inputs, devices)`` is framework code that
+also runs on a real GPU (or on the CPU with devices ("cpu", "cpu"))."""
 
-Each is a ``run_dag(devices, inputs)`` as a student would write it in the notebook.
-"""
-from grader.checks.a5_dependencies import add, matmul
-
-
-def reference(devices, inputs):
-    """U, X on device 0; V, Y on device 1; V crosses to device 0 for Z; Y joins at the end."""
-    d0, d1 = devices[0], devices[1]
-    A0, B0, C0 = d0.put(inputs["A"]), d0.put(inputs["B"]), d0.put(inputs["C"])
-    C1, D1, A1 = d1.put(inputs["C"]), d1.put(inputs["D"]), d1.put(inputs["A"])
-    fu, fv = d0.submit(matmul, A0, B0), d1.submit(matmul, C1, D1)
-    U, V = fu.result(), fv.result()
-    fx, fy = d0.submit(matmul, U, C0), d1.submit(matmul, V, A1)
-    V0 = d0.put(d1.get(V))                     # V crosses while Y runs on device 1
-    Z = d0.submit(matmul, U, V0).result()
-    X, Y = fx.result(), fy.result()
-    Y0 = d0.put(d1.get(Y))
-    return d0.get(d0.submit(add, d0.submit(add, X, Z).result(), Y0).result())
+CORRECT = {
+    # Z on device 1 (U crosses instead); the sum finished on device 1, read with .numpy()
+    "torch_z_on_device_1": {"run_dag": '''
+FRAMEWORK = "torch"
 
 
-def host_sum(devices, inputs):
-    """Another correct one: Z on device 1 (U crosses instead), sums done on the host."""
+def run_dag(torch, inputs, devices):
     d0, d1 = devices
-    A0, B0, C0 = (d0.put(inputs[k]) for k in "ABC")
-    A1, C1, D1 = (d1.put(inputs[k]) for k in "ACD")
-    U = d0.submit(matmul, A0, B0)
-    V = d1.submit(matmul, C1, D1)
-    X = d0.submit(matmul, U, C0)
-    U1 = d1.put(d0.get(U))
-    Y = d1.submit(matmul, V, A1)
-    Z = d1.submit(matmul, U1, V)
-    return d0.get(X) + d1.get(Y) + d1.get(Z)
+    A0, B0, C0 = (torch.tensor(inputs[k], device=d0) for k in "ABC")
+    A1, C1, D1 = (torch.tensor(inputs[k], device=d1) for k in "ACD")
+    U = torch.matmul(A0, B0)
+    V = torch.matmul(C1, D1)
+    U1 = U.to(d1, non_blocking=True)     # before X: the copy comes after device 0's queue
+    X = torch.matmul(U, C0)
+    Y = torch.matmul(V, A1)
+    Z = torch.matmul(U1, V)
+    total = Y + Z + X.to(d1, non_blocking=True)
+    return total.cpu().numpy()
+'''},
+    # Paddle: a task table and a tiny scheduler, the products split 3 / 2 the other way
+    "paddle_task_table": {"run_dag": '''
+FRAMEWORK = "paddle"
 
 
-def three_and_two(devices, inputs):
-    """Another correct one: the products split 3 / 2 the other way, with a generic loop over a
-    task table (how a student might write a tiny scheduler)."""
-    plan = [  # (name, device, operands)
-        ("U", 0, ("A", "B")), ("V", 1, ("C", "D")),
-        ("Y", 1, ("V", "A")), ("X", 0, ("U", "C")), ("Z", 1, ("U", "V")),
-    ]
-    where = {}                                  # (name, device) -> handle
-    for dev_index, dev in enumerate(devices):
+def run_dag(paddle, inputs, devices):
+    plan = [("U", 0, ("A", "B")), ("V", 1, ("C", "D")),
+            ("Y", 1, ("V", "A")), ("X", 0, ("U", "C")), ("Z", 1, ("U", "V"))]
+    where = {}
+    for i, dev in enumerate(devices):
         for k in "ABCD":
-            where[(k, dev_index)] = dev.put(inputs[k])
-    pending = {}
-    for name, dev_index, ops in plan:
-        dev = devices[dev_index]
-        args = []
-        for op in ops:
-            if (op, dev_index) not in where:    # produced elsewhere: copy it over
-                src = 1 - dev_index
-                where[(op, dev_index)] = dev.put(devices[src].get(pending[op]))
-            args.append(where[(op, dev_index)])
-        pending[name] = dev.submit(matmul, *args)
-        where[(name, dev_index)] = pending[name]
-    d1 = devices[1]
-    yz = d1.submit(add, pending["Y"], pending["Z"])
-    return devices[0].get(pending["X"]) + d1.get(yz)
+            where[k, i] = paddle.to_tensor(inputs[k], place=dev)
+    for name, i, (a, b) in plan:
+        for op in (a, b):
+            if (op, i) not in where:               # made on the other device: copy it over
+                where[op, i] = where[op, 1 - i].to(devices[i], blocking=False)
+        where[name, i] = paddle.matmul(where[a, i], where[b, i])
+    yz = where["Y", 1] + where["Z", 1]
+    return where["X", 0].numpy() + yz.numpy()
+'''},
+    # Paddle with .cuda(i) and a copy made with to() on the other place
+    "paddle_cuda_ids": {"run_dag": '''
+FRAMEWORK = "paddle"
 
 
-# ---- typical wrong answers -------------------------------------------------------------
+def run_dag(paddle, inputs, devices):
+    first, second = devices
+    ids = [int(d.split(":")[1]) for d in devices]
+    host = {k: paddle.to_tensor(v, place="cpu") for k, v in inputs.items()}
+    A0, B0, C0 = (host[k].cuda(ids[0]) for k in "ABC")
+    A1, C1, D1 = (host[k].cuda(ids[1]) for k in "ACD")
+    U = A0 @ B0
+    V = C1 @ D1
+    V_here = V.to(first, blocking=False)
+    X = U @ C0
+    Y = V @ A1
+    Z = U @ V_here
+    Y_here = Y.to(first, blocking=False)
+    return (X + Y_here + Z).cpu().numpy()
+'''},
+}
 
-def one_device(devices, inputs):
-    """Correct, but everything on device 0."""
+WRONG = {
+    # correct, but everything on the first device
+    "one_device": ({"run_dag": '''
+FRAMEWORK = "torch"
+
+
+def run_dag(torch, inputs, devices):
     d = devices[0]
-    A, B, C, D = (d.put(inputs[k]) for k in "ABCD")
-    U, V = d.submit(matmul, A, B), d.submit(matmul, C, D)
-    X, Y, Z = d.submit(matmul, U, C), d.submit(matmul, V, A), d.submit(matmul, U, V)
-    return d.get(d.submit(add, d.submit(add, X, Y), Z))
+    A, B, C, D = (torch.from_numpy(inputs[k]).to(d) for k in "ABCD")
+    U, V = A @ B, C @ D
+    X, Y, Z = U @ C, V @ A, U @ V
+    return (X + Y + Z).cpu().numpy()
+'''}, 3, 1, 2, 0, "all products ran on one device"),
+    # V lives on device 1 and is used on device 0 without a copy (raises on a GPU)
+    "no_copy": ({"run_dag": '''
+FRAMEWORK = "torch"
 
 
-def no_copy(devices, inputs):
-    """Uses V (on device 1) on device 0 without copying it."""
+def run_dag(torch, inputs, devices):
     d0, d1 = devices
-    A0, B0, C0 = (d0.put(inputs[k]) for k in "ABC")
-    A1, C1, D1 = (d1.put(inputs[k]) for k in "ACD")
-    U, V = d0.submit(matmul, A0, B0), d1.submit(matmul, C1, D1)
-    X, Y = d0.submit(matmul, U, C0), d1.submit(matmul, V, A1)
-    Z = d0.submit(matmul, U, V)                  # V lives on device 1
-    return d0.get(X) + d1.get(Y) + d0.get(Z)
+    A0, B0, C0 = (torch.from_numpy(inputs[k]).to(d0) for k in "ABC")
+    A1, C1, D1 = (torch.from_numpy(inputs[k]).to(d1) for k in "ACD")
+    U, V = A0 @ B0, C1 @ D1
+    X, Y = U @ C0, V @ A1
+    Z = U @ V
+    return X.cpu().numpy() + Y.cpu().numpy() + Z.cpu().numpy()
+'''}, 3, 2, 0, 0, "used a tensor of the other device"),
+    # right placement, but the host waits for each product before queuing the next, and
+    # copies each input just before it is needed: the devices take turns
+    "waits_after_each": ({"run_dag": '''
+FRAMEWORK = "torch"
 
 
-def waits_after_each(devices, inputs):
-    """Right placement, but the host waits for each product before queuing the next, and puts
-    each input just before it is needed: the devices take turns instead of working together."""
+def run_dag(torch, inputs, devices):
     d0, d1 = devices
-    A0, B0 = d0.put(inputs["A"]), d0.put(inputs["B"])
-    U = d0.get(d0.submit(matmul, A0, B0))
-    C1, D1 = d1.put(inputs["C"]), d1.put(inputs["D"])
-    V = d1.get(d1.submit(matmul, C1, D1))
-    U0, C0 = d0.put(U), d0.put(inputs["C"])
-    X = d0.get(d0.submit(matmul, U0, C0))
-    V1, A1 = d1.put(V), d1.put(inputs["A"])
-    Y = d1.get(d1.submit(matmul, V1, A1))
-    V0 = d0.put(V)
-    Z = d0.get(d0.submit(matmul, U0, V0))
-    return X + Y + Z
+    t = lambda k, d: torch.from_numpy(inputs[k]).to(d)
+    U = (t("A", d0) @ t("B", d0)).cpu()
+    V = (t("C", d1) @ t("D", d1)).cpu()
+    X = (U.to(d0) @ t("C", d0)).cpu()
+    Y = (V.to(d1) @ t("A", d1)).cpu()
+    Z = (U.to(d0) @ V.to(d0)).cpu()
+    return (X + Y + Z).numpy()
+'''}, 3, 2, 2, 0, "the host waited"),
+    # Z = V @ U instead of U @ V (products do not commute)
+    "swapped_product": ({"run_dag": '''
+FRAMEWORK = "paddle"
 
 
-def swapped_product(devices, inputs):
-    """Computes Z = V @ U instead of U @ V (products do not commute)."""
+def run_dag(paddle, inputs, devices):
     d0, d1 = devices
-    A0, B0, C0 = (d0.put(inputs[k]) for k in "ABC")
-    A1, C1, D1 = (d1.put(inputs[k]) for k in "ACD")
-    U, V = d0.submit(matmul, A0, B0).result(), d1.submit(matmul, C1, D1).result()
-    X, Y = d0.submit(matmul, U, C0), d1.submit(matmul, V, A1)
-    V0 = d0.put(d1.get(V))
-    Z = d0.submit(matmul, V0, U)
-    return d0.get(X) + d1.get(Y) + d0.get(Z)
+    A0, B0, C0 = (paddle.to_tensor(inputs[k], place=d0) for k in "ABC")
+    A1, C1, D1 = (paddle.to_tensor(inputs[k], place=d1) for k in "ACD")
+    U, V = paddle.matmul(A0, B0), paddle.matmul(C1, D1)
+    X, Y = paddle.matmul(U, C0), paddle.matmul(V, A1)
+    Z = paddle.matmul(V.to(d0, blocking=False), U)
+    return (X + Z + Y.to(d0, blocking=False)).numpy()
+'''}, 0, 2, 2, 0, "do not commute"),
+    # NumPy on the host: right answer, the devices idle
+    "host_products": ({"run_dag": '''
+FRAMEWORK = "torch"
 
 
-def host_products(devices, inputs):
-    """Computes everything with NumPy on the host: right answer, devices idle."""
+def run_dag(torch, inputs, devices):
     A, B, C, D = (inputs[k] for k in "ABCD")
     U, V = A @ B, C @ D
     return U @ C + V @ A + U @ V
+'''}, 3, 0, 2, 0, "not every product ran on a device"),
+    # the result's copy to the host is started but never waited for
+    "result_read_before_it_landed": ({"run_dag": '''
+FRAMEWORK = "torch"
 
 
-def raises(devices, inputs):
-    raise RuntimeError("not implemented yet")
+def run_dag(torch, inputs, devices):
+    d0, d1 = devices
+    A0, B0, C0 = (torch.from_numpy(inputs[k]).to(d0) for k in "ABC")
+    A1, C1, D1 = (torch.from_numpy(inputs[k]).to(d1) for k in "ACD")
+    U, V = A0 @ B0, C1 @ D1
+    V0 = V.to(d0, non_blocking=True)
+    X, Y, Z = U @ C0, V @ A1, U @ V0
+    out = X + Z + Y.to(d0, non_blocking=True)
+    return out.to("cpu", non_blocking=True).numpy()
+'''}, 0, 2, 2, 0, "before its copy to the host had landed"),
+}

@@ -11,7 +11,7 @@ import numpy as np
 def scatter(batch, n):
     import torch
 
-    return [c for c in torch.tensor_split(batch, n, dim=0) if len(c)]
+    return list(torch.chunk(batch, n, dim=0))
 
 
 def replicate(params, n):
@@ -51,10 +51,9 @@ REFERENCE = dict(scatter=scatter, replicate=replicate, parallel_apply=parallel_a
 
 def scatter_by_hand(batch, n):
     rows = batch.shape[0]
-    q, r = divmod(rows, n)
+    size = (rows + n - 1) // n
     chunks, start = [], 0
-    for i in range(min(n, rows)):
-        size = q + (1 if i < r else 0)
+    while start < rows:
         chunks.append(batch[start:start + size])
         start += size
     return chunks
@@ -89,12 +88,15 @@ BY_HAND = dict(scatter=scatter_by_hand, replicate=replicate_deepcopy,
                parallel_apply=parallel_apply_pool, gather=gather_concat,
                reduce_gradients=reduce_sum_then_divide)
 
-# ---- a third correct one: NumPy's split points, futures, a stacked weighted sum ----------
+# ---- a third correct one: torch.split by the chunk size, futures, a stacked weighted sum --
 
 
-def scatter_np(batch, n):
-    bounds = np.cumsum([0] + [len(a) for a in np.array_split(np.arange(batch.shape[0]), n)])
-    return [batch[a:b] for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+def scatter_split(batch, n):
+    import math
+
+    import torch
+
+    return list(torch.split(batch, math.ceil(batch.shape[0] / n)))
 
 
 def replicate_clone_each(params, n):
@@ -123,7 +125,7 @@ def reduce_stacked(grads, counts):
     return {k: torch.einsum("i,i...->...", w, torch.stack([g[k] for g in grads])) for k in grads[0]}
 
 
-STACKED = dict(scatter=scatter_np, replicate=replicate_clone_each,
+STACKED = dict(scatter=scatter_split, replicate=replicate_clone_each,
                parallel_apply=parallel_apply_futures, gather=gather,
                reduce_gradients=reduce_stacked)
 
@@ -143,7 +145,74 @@ def replicate_paddle(params, n):
 PADDLE = dict(scatter=scatter_by_hand, replicate=replicate_paddle, parallel_apply=parallel_apply,
               gather=gather_paddle, reduce_gradients=reduce_gradients)
 
+# ---- another correct one in Paddle: paddle.split by sizes, copies, a pool, stacked sum ----
+
+
+def scatter_paddle_split(batch, n):
+    import paddle
+
+    rows = batch.shape[0]
+    size = -(-rows // n)
+    sizes = [size] * (rows // size) + ([rows % size] if rows % size else [])
+    return paddle.split(batch, sizes, axis=0)
+
+
+def replicate_paddle_copies(params, n):
+    import paddle
+
+    return [{k: paddle.assign(v) for k, v in params.items()} for _ in range(n)]
+
+
+def gather_paddle_concat(outputs):
+    import paddle
+
+    return paddle.concat(outputs)
+
+
+def reduce_paddle_stacked(grads, counts):
+    import paddle
+
+    w = paddle.to_tensor([c / sum(counts) for c in counts], dtype="float32")
+    out = {}
+    for k in grads[0]:
+        stacked = paddle.stack([g[k] for g in grads])
+        out[k] = (stacked * w.reshape([-1] + [1] * (stacked.ndim - 1))).sum(axis=0)
+    return out
+
+
+PADDLE_SPLIT = dict(scatter=scatter_paddle_split, replicate=replicate_paddle_copies,
+                    parallel_apply=parallel_apply_pool, gather=gather_paddle_concat,
+                    reduce_gradients=reduce_paddle_stacked)
+
 # ---- typical wrong answers -----------------------------------------------------------------
+
+
+def scatter_array_split(batch, n):
+    """NumPy's array_split sizes (torch.tensor_split): 4, 3, 3 for 10 rows on 3 devices."""
+    rows = batch.shape[0]
+    q, r = divmod(rows, n)
+    chunks, start = [], 0
+    for i in range(min(n, rows)):
+        size = q + (1 if i < r else 0)
+        chunks.append(batch[start:start + size])
+        start += size
+    return chunks
+
+
+def scatter_tensor_split(batch, n):
+    import torch
+
+    return list(torch.tensor_split(batch, n))     # empty chunks when rows < n
+
+
+def scatter_paddle_chunk(batch, n):
+    import paddle
+
+    return paddle.chunk(batch, n)       # raises unless rows divide evenly
+
+
+def reduce_paddle_plain_mean(grads, counts):
+    return {k: sum(g[k] for g in grads) / len(grads) for k in grads[0]}
 
 
 def scatter_drops(batch, n):
@@ -188,3 +257,7 @@ def reduce_twice(grads, counts):
 
 def with_(**changes):
     return {**REFERENCE, **changes}
+
+
+def paddle_with(**changes):
+    return {**PADDLE, **changes}

@@ -38,13 +38,20 @@ def assignment_tests(checks: ModuleType, solutions: ModuleType, assignment: str,
                 assert r.points == want, f"{r.name}: {r.points} points, expected {want}\n{text}"
         assert not all(r.passed for r in results)
         if words:
-            assert words in text, f"message lacks {words!r}:\n{text}"
+            # the first line of feedback about the mistake: the first failing check's
+            # message and its hint
+            first = next(r for r in results if not r.passed)
+            assert words in f"{first.message}\n{first.hint}", f"first hint lacks {words!r}:\n{text}"
 
     def test_the_same_submission_graded_ten_times_scores_the_same():
-        for answers in [{}] + [a for a, *_ in solutions.WRONG.values()]:
-            seen = {tuple((r.points, r.message) for r in run_checks(checks, A, CHECKS, answers))
+        # an answer that reads a wall clock of its own is graded 0 by the check that times
+        # it, every time; what other checks make of its (random) times is its own doing
+        wall = getattr(solutions, "READS_WALL_CLOCK", {})
+        for name, answers in [("reference", {})] + [(n, a) for n, (a, *_) in solutions.WRONG.items()]:
+            keep = wall.get(name, len(CHECKS))
+            seen = {tuple((r.points, r.message) for r in run_checks(checks, A, CHECKS, answers)[:keep])
                     for _ in range(10)}
-            assert len(seen) == 1, seen
+            assert len(seen) == 1, (name, seen)
 
     def test_an_unimplemented_answer_scores_zero_and_says_so():
         stub = {gid: src.split("### BEGIN SOLUTION")[0].rstrip(" ") + "    raise NotImplementedError()\n"

@@ -2,12 +2,22 @@
 way a notebook would: the notebook's read-only code cells, then the answers in order."""
 from __future__ import annotations
 
+import linecache
 from pathlib import Path
 
 import nbformat
 
+from grader.grading import hidden as _hidden
+
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "exercises" / "source"
+
+
+def hidden_checks(assignment: str):
+    """The instructor's hidden checks of ``assignment`` (``exercises/hidden/<assignment>.py``),
+    loaded the way a hidden test cell loads them."""
+    _hidden.use(ROOT / "exercises")
+    return _hidden.load(assignment)
 
 
 def source_notebook(assignment: str) -> nbformat.NotebookNode:
@@ -34,13 +44,22 @@ def namespace(assignment: str, answers: dict[str, str]) -> dict:
         if c.cell_type != "code" or m.get("grade"):
             continue
         if m.get("solution"):
-            exec(compile(answers.get(m["grade_id"], ref[m["grade_id"]]), m["grade_id"], "exec"), ns)
+            _run(answers.get(m["grade_id"], ref[m["grade_id"]]), m["grade_id"], ns)
         elif m.get("locked"):
-            exec(compile(c.source, m["grade_id"], "exec"), ns)
+            _run(c.source, m["grade_id"], ns)
     return ns
 
 
+def _run(source: str, name: str, ns: dict) -> None:
+    # as IPython does for a cell: its lines stay findable, so errors name the student's line
+    linecache.cache[name] = (len(source), None, source.splitlines(keepends=True), name)
+    exec(compile(source, name, "exec"), ns)
+
+
 def run_checks(module, assignment: str, checks: list[tuple[str, str]], answers: dict[str, str]):
-    """Results of ``module.<check>(ns[<function>])`` for each ``(check, function)``."""
+    """Results of ``module.<check>(ns[<function>])`` for each ``(check, function)``; with
+    the notebook's ``FRAMEWORK`` as well where the notebook has one (assignments 1-5)."""
     ns = namespace(assignment, answers)
-    return [getattr(module, check)(ns[fn]) for check, fn in checks]
+    extra = (ns["FRAMEWORK"],) if "FRAMEWORK" in ns else ()
+    return [getattr(module, check)(ns[fn], *extra) for check, fn in checks]
+

@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 
 from grader.grading.authoring import fill_solutions, write
-from tests.checks import a5_solutions as s5, a6_solutions as s6, a7_solutions as s7, a8_solutions as s8
+from tests.checks import a6_solutions as s6, a7_solutions as s7, a8_solutions as s8
 
 ROOT = Path(__file__).resolve().parents[2]
 SUB = ROOT / "exercises" / "submitted"
@@ -41,7 +41,15 @@ def released(a):
 
 
 def put(student, a, answers):
-    nb = fill_solutions(released(a), answers)
+    """``answers`` replace whole answer cells; a cell's ``FRAMEWORK = ...`` line, above its
+    function in the released notebook, stays where an answer does not set it."""
+    nb = released(a)
+    for c in nb.cells:
+        gid = c.metadata.get("nbgrader", {}).get("grade_id")
+        head = c.source.split("def ", 1)[0]
+        if gid in answers and "FRAMEWORK" in head and "FRAMEWORK" not in answers[gid]:
+            answers = {**answers, gid: head + answers[gid]}
+    nb = fill_solutions(nb, answers)
     write(nb, SUB / student / a / f"{a}.ipynb")
 
 
@@ -50,12 +58,12 @@ def main() -> None:
     COURSE = Path(tempfile.mkdtemp(prefix="course-samples-"))
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
     shutil.copy(ROOT / "exercises" / "nbgrader_config.py", COURSE)
-    for a in ("a5_dependencies", "a6_data_parallel", "a7_ring_allreduce", "a8_placements"):
+    shutil.copytree(ROOT / "exercises" / "hidden", COURSE / "hidden")
+    for a in ("a6_data_parallel", "a7_ring_allreduce", "a8_placements"):   # a5: samples_a1_a5
         shutil.copytree(ROOT / "exercises" / "source" / a, COURSE / "source" / a)
         subprocess.run(["nbgrader", "generate_assignment", a, "--force"], cwd=COURSE, env=env,
                        check=True, capture_output=True)
     # alice: correct, and written differently from the reference
-    put("alice", "a5_dependencies", {"run_dag": src(s5.three_and_two, "run_dag")})
     put("alice", "a6_data_parallel", {
         "scatter": src(s6.scatter_by_hand, "scatter"),
         "replicate": "import copy\n\n" + src(s6.replicate_deepcopy, "replicate"),
@@ -64,31 +72,28 @@ def main() -> None:
         "reduce_gradients": src(s6.reduce_sum_then_divide, "reduce_gradients")})
     put("alice", "a7_ring_allreduce", {"ring_all_reduce": src(s7.isend_views, "ring_all_reduce")})
     put("alice", "a8_placements", {
-        "predict_communication": src(s8.predict_by_pairs, "predict_communication"),
-        "choose_strategy": src(s8.choose_by_rule, "choose_strategy")})
+        "link_bytes": src(s8.links_by_collectives, "link_bytes"),
+        "choose_order": src(s8.order_by_counting, "choose_order").replace(
+            "links_by_collectives", "link_bytes")})
 
     # bob: partly correct
-    put("bob", "a5_dependencies", {"run_dag": src(s5.waits_after_each, "run_dag")})
     put("bob", "a6_data_parallel", ref("a6_data_parallel",   # one mistake: a plain mean of uneven chunks
         reduce_gradients=src(s6.reduce_plain_mean, "reduce_gradients")))
     put("bob", "a7_ring_allreduce", {"ring_all_reduce": src(s7.no_all_gather, "ring_all_reduce")})
     put("bob", "a8_placements", ref("a8_placements",         # one mistake: no backward communication
-        predict_communication="NEEDS = {'R': 'R', 'col': 'R', 'row': 'S'}\nGIVES = {'R': 'R', 'col': 'S', 'row': 'P'}\n"
-            "CONVERT = {('S', 'R'): 'all_gather', ('P', 'R'): 'all_reduce', ('P', 'S'): 'reduce_scatter'}\n\n\n"
-            + src(s8.predict_reference, "_all_phases") + "\n\n" + src(s8.predict_forward_only, "predict_communication").replace("predict_reference", "_all_phases")))
+        link_bytes=src(s8.links_forward_only, "link_bytes")))
 
-    # carol: broken in different ways (a5 missing altogether)
-    shutil.rmtree(SUB / "carol" / "a5_dependencies", ignore_errors=True)
+    # carol: broken in different ways
     put("carol", "a6_data_parallel", {"scatter": "import os\n\ndef scatter(batch, n):\n    os._exit(1)   # kills the kernel"})
     put("carol", "a7_ring_allreduce", {"ring_all_reduce": src(s7.deadlock, "ring_all_reduce")})
     # a8: a right prediction, but the student edited one test cell and deleted the other;
     # nbgrader puts both back (add_missing_cells) and grades them as released
     nb = fill_solutions(released("a8_placements"), {
-        "predict_communication": src(s8.predict_by_pairs, "predict_communication")})
+        "link_bytes": src(s8.links_by_collectives, "link_bytes")})
     for c in nb.cells:
-        if c.metadata.get("nbgrader", {}).get("grade_id") == "test_predict":
+        if c.metadata.get("nbgrader", {}).get("grade_id") == "test_links":
             c.source = "print('all tests pass')  # edited by the student"
-    nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "test_choose"]
+    nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "test_order"]
     write(nb, SUB / "carol" / "a8_placements" / "a8_placements.ipynb")
     shutil.rmtree(COURSE, ignore_errors=True)
     print("sample submissions written to", SUB)

@@ -1,80 +1,55 @@
-"""Assignment 5's checks: correct schedules get full marks, typical wrong ones lose what they should."""
+"""Checks of assignment a5_dependencies: correct schedules in PyTorch and Paddle get full
+marks, each typical mistake loses the points it should with the first hint it should,
+grading is repeatable; the simulated GPUs behave as the checks assume."""
 import numpy as np
 import pytest
 
-from grader.checks import a5_dependencies as a5
-from grader.checks.a5_vdevices import VRef, virtual_devices
-from tests.checks import a5_solutions as sol
+from grader.checks import a5_dependencies as public
+from grader.lab.sim import place, simulate
 
-FULL = 10
+from . import a5_solutions as solutions
+from .assignment_suite import assignment_tests
+from .notebooks import hidden_checks, namespace
 
-
-def score(fn):
-    results = a5.grade(fn)
-    return sum(r.points for r in results), sum(r.max_points for r in results)
-
-
-@pytest.mark.parametrize("fn", [sol.reference, sol.host_sum, sol.three_and_two])
-def test_correct_schedules_score_full_marks(fn):
-    assert score(fn) == (FULL, FULL)
+a5 = hidden_checks("a5_dependencies")
+CHECKS = [("check_result", "run_dag"), ("check_devices_used", "run_dag"),
+          ("check_dependencies", "run_dag"), ("check_faster", "run_dag")]
+globals().update(assignment_tests(a5, solutions, "a5_dependencies", CHECKS))
 
 
-def test_all_on_one_device_loses_half_the_device_points_and_the_speed_points():
-    assert [r.points for r in a5.grade(sol.one_device)] == [3, 1, 2, 0]
-    assert "[5, 0]" in a5.check_devices_used(sol.one_device).seen
+def test_the_one_device_baseline_is_slower_than_the_reference_by_more_than_a_tenth():
+    ref = namespace("a5_dependencies", {})["run_dag"]
+    assert a5.run(ref).makespan_s <= 0.9 * a5.serial_s()
 
 
-def test_a_value_used_on_the_wrong_device_is_named():
-    r = a5.check_dependencies(sol.no_copy)
-    assert r.points == 0 and "lives on device 1" in r.seen and "put" in r.hint
-    assert a5.check_faster(sol.no_copy).points == 0
+def test_grade_runs_the_schedule_once_and_gives_all_four_results():
+    ref = namespace("a5_dependencies", {})
+    results = a5.check_all(ref["run_dag"], ref["FRAMEWORK"])
+    assert [r.points for r in results] == [3, 2, 2, 3]
+    assert public.public_run_dag(ref["run_dag"], ref["FRAMEWORK"]).passed
 
 
-def test_waiting_after_each_task_is_no_faster_and_the_hint_says_why():
-    r = a5.check_faster(sol.waits_after_each)
-    assert r.points == 0 and "before waiting" in r.hint
-    assert [x.points for x in a5.grade(sol.waits_after_each)][:3] == [3, 2, 2]
+@pytest.mark.parametrize("framework", ["torch", "paddle"])
+def test_a_tensor_of_the_other_device_raises_by_default_and_is_recorded_on_request(framework):
+    names = public.device_names(framework)
+    fw, m = simulate(framework, gpus=2)
+    a, b = (place(fw, np.eye(4, dtype=np.float32), device=i) for i in (0, 1))
+    with pytest.raises(RuntimeError, match="device|place"):
+        a @ b
+    fw, m = simulate(framework, gpus=2, wrong_device="record")
+    a, b = (place(fw, np.eye(4, dtype=np.float32), device=i) for i in (0, 1))
+    np.testing.assert_array_equal((a @ b).to(names[0]).cpu().numpy(), np.eye(4))
+    assert [v.kind for v in m.violations] == ["wrong_device"]
 
 
-def test_a_wrong_product_order_loses_the_result_points():
-    r = a5.check_result(sol.swapped_product)
-    assert r.points == 0 and "do not commute" in r.hint
-
-
-def test_products_on_the_host_do_not_count_as_a_faster_schedule():
-    assert [r.points for r in a5.grade(sol.host_products)] == [3, 0, 2, 0]
-
-
-def test_a_crashing_submission_gets_zero_with_its_error():
-    results = a5.grade(sol.raises)
-    assert all(r.points == 0 for r in results)
-    assert "not implemented yet" in results[0].seen
-
-
-def test_the_same_submission_gets_the_same_score_ten_times():
-    runs = {tuple((r.points, r.message) for r in a5.grade(sol.reference)) for _ in range(10)}
-    assert len(runs) == 1
-
-
-def test_virtual_devices_queue_work_and_the_host_waits_only_when_asked():
-    d0, d1 = virtual_devices(2)
-    x0, x1 = d0.put(np.eye(256, dtype=np.float32)), d1.put(np.eye(256, dtype=np.float32))
-    f0, f1 = d0.submit(a5.matmul, x0, x0), d1.submit(a5.matmul, x1, x1)
-    host_before = d0.clock.host_ms
-    (_, t0a, t0b), (_, t1a, t1b) = d0.tasks[0], d1.tasks[0]
-    assert max(t0a, t1a) < min(t0b, t1b)           # the two products overlap in virtual time
-    assert host_before < t0b                       # submit returned before the work finished
-    assert isinstance(f0.result(), VRef) and d0.clock.host_ms >= t0b
-    np.testing.assert_array_equal(d1.get(f1), np.eye(256, dtype=np.float32))
-
-
-def test_the_serial_baseline_is_slower_than_the_compute_critical_path():
-    assert a5.serial_ms() > a5.critical_path_ms() > 0
-
-
-def test_the_notebooks_reference_solution_scores_full_marks():
-    from tests.checks.notebooks import namespace
-
-    run_dag = namespace("a5_dependencies", {})["run_dag"]
-    assert score(run_dag) == (FULL, FULL)
-    assert a5.public_run_dag(run_dag).passed
+def test_a_copy_between_devices_waits_for_the_work_of_both_and_the_host_does_not():
+    torch, m = simulate("torch", gpus=2)
+    x0, x1 = (place(torch, np.eye(256, dtype=np.float32), device=i) for i in (0, 1))
+    y = x1 @ x1                                  # queued on device 1
+    before = m.clock.now_ns
+    y0 = y.to("cuda:0", non_blocking=True)
+    assert m.clock.now_ns - before < 1e5         # the host went on
+    copy = [o for o in m.ops if o.name == "p2p"][0]
+    product = [o for o in m.ops if o.name == "matmul"][0]
+    assert copy.start_ns >= product.end_ns       # after the product that made y
+    np.testing.assert_array_equal(y0.cpu().numpy(), np.eye(256))

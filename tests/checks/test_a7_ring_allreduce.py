@@ -1,14 +1,17 @@
 """Assignment 7's checks: ring all-reduces on gloo ranks (separate processes, hence slow)."""
 import pytest
 
-from grader.checks import a7_ring_allreduce as a7
+from grader.checks import a7_ring_allreduce as a7_public
 from tests.checks import a7_solutions as sol
+from tests.checks.notebooks import hidden_checks
+
+a7 = hidden_checks("a7_ring_allreduce")     # exercises/hidden
 
 pytestmark = pytest.mark.slow
 
 
 def points(fn, framework="torch"):
-    return [r.points for r in a7.grade(fn, framework)]
+    return [r.points for r in a7.check_all(fn, framework)]
 
 
 @pytest.mark.parametrize("fn", [sol.reference, sol.isend_views, sol.reverse_ring])
@@ -26,27 +29,27 @@ def test_a_function_from_a_notebook_travels_as_source():
     fn = sol.reference
     fn.__module__ = "__main__"          # what a notebook cell's function says
     try:
-        program = a7._program(fn, "torch")
+        program = a7_public._program(fn, "torch")
         assert program["module"].startswith("a7_student_") and program["name"] == "reference"
         assert "def reference(" in program["source"]
-        assert a7.public_ring_all_reduce(fn).passed
+        assert a7_public.public_ring_all_reduce(fn).passed
     finally:
         fn.__module__ = sol.__name__
 
 
 def test_forgetting_the_all_gather_keeps_the_reduce_scatter_point():
-    values, p2p, ring = a7.grade(sol.no_all_gather)
+    values, p2p, ring = a7.check_all(sol.no_all_gather)
     assert values.points == 1 and "without the all-gather phase" in values.message
     assert p2p.points == 1 and ring.points == 0
 
 
 def test_wrong_chunk_indexing_gets_no_value_points():
-    values = a7.grade(sol.wrong_chunk_index)[0]
+    values = a7.check_all(sol.wrong_chunk_index)[0]
     assert values.points == 0 and "(r - s) mod p" in values.hint
 
 
 def test_sending_everything_to_everyone_is_correct_but_not_a_ring():
-    values, p2p, ring = a7.grade(sol.send_everything)
+    values, p2p, ring = a7.check_all(sol.send_everything)
     assert values.points == 3 and ring.points == 0 and "60 elements" in ring.seen
 
 

@@ -5,9 +5,10 @@ import linecache
 import nbformat
 import pytest
 
-from grader.checks import a5_dependencies as a5, a6_data_parallel as a6
-from grader.checks import a7_ring_allreduce as a7, a8_placements as a8
-from tests.checks.notebooks import ROOT, namespace
+from tests.checks.notebooks import ROOT, hidden_checks, namespace
+
+a5, a6 = hidden_checks("a5_dependencies"), hidden_checks("a6_data_parallel")
+a7, a8 = hidden_checks("a7_ring_allreduce"), hidden_checks("a8_placements")
 
 SUBMITTED = ROOT / "exercises" / "submitted"
 
@@ -28,24 +29,24 @@ def answers(student: str, assignment: str) -> dict[str, str]:
 def score(student: str, assignment: str) -> float:
     ns = namespace(assignment, answers(student, assignment))
     if assignment == "a5_dependencies":
-        results = a5.grade(ns["run_dag"])
+        results = a5.check_all(ns["run_dag"])
     elif assignment == "a6_data_parallel":
-        results = a6.grade({k: ns[k] for k in ("scatter", "replicate", "parallel_apply", "gather",
+        results = a6.check_all({k: ns[k] for k in ("scatter", "replicate", "parallel_apply", "gather",
                                                 "reduce_gradients")})
     elif assignment == "a7_ring_allreduce":
         fn = ns["ring_all_reduce"]
         fn.__module__ = "__main__"
-        results = a7.grade(fn)
+        results = a7.check_all(fn)
     else:
-        results = a8.grade(ns["predict_communication"], ns["choose_strategy"])
+        results = a8.check_all(ns["link_bytes"], ns["choose_order"])
     return sum(r.points for r in results)
 
 
 EXPECTED = {
     ("alice", "a5_dependencies"): 10, ("alice", "a6_data_parallel"): 14,
-    ("alice", "a7_ring_allreduce"): 6, ("alice", "a8_placements"): 9,
+    ("alice", "a7_ring_allreduce"): 6, ("alice", "a8_placements"): 10,
     ("bob", "a5_dependencies"): 7, ("bob", "a6_data_parallel"): 8,
-    ("bob", "a7_ring_allreduce"): 2, ("bob", "a8_placements"): 6,
+    ("bob", "a7_ring_allreduce"): 2, ("bob", "a8_placements"): 7.5,
     ("carol", "a8_placements"): 6,   # its tampered test cells are put back by nbgrader
 }
 
@@ -67,5 +68,5 @@ def test_carols_broken_samples_are_there_to_be_broken():
     assert "nobody is receiving" in answers("carol", "a7_ring_allreduce")["ring_all_reduce"]
     nb = nbformat.read(carol / "a8_placements" / "a8_placements.ipynb", as_version=4)
     ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
-    assert "test_choose" not in ids                                       # a deleted test cell
-    assert "edited by the student" in nb.cells[ids.index("test_predict")].source
+    assert "test_order" not in ids                                        # a deleted test cell
+    assert "edited by the student" in nb.cells[ids.index("test_links")].source

@@ -31,8 +31,14 @@ ROOT = Path(__file__).resolve().parents[2]
 EXERCISES = ROOT / "exercises"
 A1 = "a1_independent_ops"
 
-WRONG_TIME = "def time_work(device, clock, fn, *args, warmup=1, repeats=3):\n    return 0.02\n"
-NOT_DONE = "def independent_ops_experiment(device, clock, op, x, n=8):\n    raise NotImplementedError\n"
+HEAD = 'FRAMEWORK = "torch"\n\n\ndef time_work(torch, clock, fn, *args, warmup=1, repeats=3):\n'
+WRONG_TIME = HEAD + "    return 0.02\n"
+NOT_DONE = "def independent_ops_experiment(torch, clock, x, n=8):\n    raise NotImplementedError\n"
+# The operation the check hands time_work is a plain function whose length is in its
+# closure: an answer in the same process (grading in the kernel) can read it
+SECRET = ("def _secret(fn):\n    try:\n        return dict(zip(fn.__code__.co_freevars, "
+          "[c.cell_contents for c in fn.__closure__]))['seconds']\n    except Exception:\n"
+          "        return None\n")
 FORGED = ("from grader.checks.result import CheckResult\n"
           "_ok = lambda *a, **k: CheckResult('forged', 4, 4, 'ok')\n")
 
@@ -40,7 +46,7 @@ FORGED = ("from grader.checks.result import CheckResult\n"
 def in_body(code: str) -> str:
     """``time_work`` running ``code`` when the test calls it, then answering wrongly."""
     body = "".join(f"    {line}\n" for line in code.strip().splitlines())
-    return f"def time_work(device, clock, fn, *args, warmup=1, repeats=3):\n{body}    return 0.02\n"
+    return f"{HEAD}{body}    return 0.02\n"
 
 
 # name -> (time_work cell, forges in the kernel, where the judge stops it)
@@ -50,7 +56,10 @@ ATTACKS: dict[str, tuple[str, bool, str]] = {
         # the judge); only names it lacks are looked up in the kernel
         "judge namespace"),
     "redefine_checks": (WRONG_TIME + FORGED + "import types\nchecks = types.SimpleNamespace("
-        "public_time_work=_ok, check_time_work=_ok, public_experiment=_ok, check_experiment=_ok)\n",
+        "public_time_work=_ok, public_experiment=_ok)\n"
+        # the hidden block's `load` too (in the kernel it would load the course's checks)
+        "import grader.grading.hidden as _h\n_h.load = lambda name: types.SimpleNamespace("
+        "check_time_work=_ok, check_experiment=_ok)\n",
         True, "judge namespace"),
     "patch_support_via_sys_modules": (WRONG_TIME + "import sys\n_s = sys.modules['grader.checks.support']\n"
         "_s.grade.__code__ = (lambda *r: 4.0).__code__\n_s.public.__code__ = (lambda r: None).__code__\n",
@@ -58,7 +67,11 @@ ATTACKS: dict[str, tuple[str, bool, str]] = {
         # sys.modules of the kernel: the judge's grader.checks.support lives in another process
         "process boundary"),
     "patch_check_functions": (WRONG_TIME + FORGED + "import grader.checks.a1_independent_ops as _m\n"
-        "_m.check_time_work = _m.public_time_work = _ok\n_m.check_experiment = _m.public_experiment = _ok\n",
+        "_m.public_time_work = _m.public_experiment = _ok\n"
+        # the hidden checks, where this kernel can load them (grading in the kernel)
+        "from grader.grading.hidden import load as _load\n"
+        "try:\n    _h = _load('a1_independent_ops')\n"
+        "    _h.check_time_work = _h.check_experiment = _ok\nexcept ImportError:\n    pass\n",
         True, "process boundary"),
     "patch_assertion_error": (WRONG_TIME + "import builtins\nclass _Quiet(Exception):\n    pass\n"
         "builtins.AssertionError = _Quiet\nget_ipython().set_custom_exc((Exception,), lambda *a, **k: None)\n",
@@ -90,15 +103,17 @@ ATTACKS: dict[str, tuple[str, bool, str]] = {
     "import_hook_replaces_checks": (WRONG_TIME + FORGED + """import sys, importlib.abc, importlib.util
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(self, name, path, target=None):
-        if name == "grader.checks.a1_independent_ops":
+        if name in ("grader.checks.a1_independent_ops", "grader.grading.hidden"):
             return importlib.util.spec_from_loader(name, self)
     def create_module(self, spec):
         return None
     def exec_module(self, module):
         module.public_time_work = module.check_time_work = _ok
         module.public_experiment = module.check_experiment = _ok
+        module.load = lambda name: module      # the hidden block's loader
 sys.meta_path.insert(0, _Finder())
 del sys.modules["grader.checks.a1_independent_ops"]
+sys.modules.pop("grader.grading.hidden", None)
 import grader.checks.a1_independent_ops as checks
 """, True, "process boundary (the judge imports its own modules)"),
     "gc_patches_result_and_total": (WRONG_TIME + """import gc
@@ -111,13 +126,14 @@ for _o in gc.get_objects():
     "frame_walk_patches_the_check": (in_body("""import sys
 f = sys._getframe(1)
 while f is not None:
-    if f.f_globals.get("__name__", "").startswith("grader.checks"):
+    if f.f_globals.get("__name__", "").startswith(("grader.checks", "hidden.")):
         f.f_globals["close"] = lambda *a, **k: True
     f = f.f_back"""), True,
         # the frames above the student's function in the kernel are remote.serve's
         "process boundary"),
-    "lying_float": (WRONG_TIME.replace("return 0.02", "return _Liar(0.5, fn.seconds)") + """
-class _Liar(float):   # 0.5 s, but converts to the kernel's own length and equals anything
+    "lying_float": (WRONG_TIME.replace("return 0.02", "return _Liar(0.5, _secret(fn) or 0.5)")
+        + SECRET + """
+class _Liar(float):   # 0.5 s, but converts to the operation's own length and equals anything
     def __new__(cls, value, says):
         self = super().__new__(cls, value)
         self.says = says
@@ -137,21 +153,18 @@ class _Liar(float):   # 0.5 s, but converts to the kernel's own length and equal
         # the kernel dies under the judged cell: DeadKernelError, the pipeline's crash
         # rounds score the cell 0
         "dead kernel"),
-    "globals_through_the_checks_objects": (in_body("""_g = {}
-try:
-    _g = fn.fn.__globals__            # the check module's globals, in one process
-except Exception:
-    try:                              # the raw channel: ask the judge for __globals__ itself
-        _ch = object.__getattribute__(fn, "_channel")
-        _g = _ch.request("getattr", object.__getattribute__(fn, "_handle"), name="__globals__")
-    except Exception:
-        pass
-try:
-    _g["close"] = lambda *a, **k: True
-except Exception:
-    pass"""), True,
-        # the kernel holds a proxy of the judge's Kernel; the judge answers no attribute that
-        # starts with "_", and a function's globals never leave it
+    "private_state_of_the_checks_objects": (HEAD + """    seconds = _secret(fn)          # the operation's length, in one process
+    if seconds is None:
+        try:                           # the raw channel: ask the judge for __closure__ itself
+            _ch = object.__getattribute__(fn, "_channel")
+            _ch.request("getattr", object.__getattribute__(fn, "_handle"), name="__closure__")
+        except Exception:
+            pass
+    return seconds if seconds is not None else 0.02
+""" + SECRET, True,
+        # the kernel holds a proxy of the judge's function; the judge answers no attribute
+        # that starts with "_" (no __closure__, __code__, __globals__), and the simulated
+        # framework keeps its machine and costs in such attributes too
         "allowlist of public attributes"),
     "tamper_with_the_channel": (WRONG_TIME + """import grader.grading.remote as _r
 def _evil(self, msg):
@@ -222,6 +235,7 @@ STUDENTS = ["baseline", *HONEST, *ATTACKS]
 def _course() -> Path:
     course = Path(tempfile.mkdtemp(prefix="attacks-"))
     shutil.copy(EXERCISES / "nbgrader_config.py", course)
+    shutil.copytree(EXERCISES / "hidden", course / "hidden")
     shutil.copytree(EXERCISES / "source" / A1, course / "source" / A1)
     _notebook(course, "baseline", WRONG_TIME)
     for name in HONEST:
@@ -284,8 +298,10 @@ def test_a7_message_counts_cannot_be_forged():
     through the caller's frame: the rank's process has no process group to run it on and no
     counts to rewrite (the relays hold them). The stronger forger, a process group of the
     ranks' own, is stopped by running each rank alone in the sandbox (test_rank_sandbox)."""
-    from grader.checks import a7_ring_allreduce as a7
+    from tests.checks.notebooks import hidden_checks
     from tests.grading.attacks import a7_forged
+
+    a7 = hidden_checks("a7_ring_allreduce")
 
     results = a7.check_ring_all_reduce(a7_forged.ring_all_reduce, "torch")
     assert sum(r.points for r in results) < 6, [r.text() for r in results]

@@ -50,6 +50,7 @@ def _with_answer(course: Path, student: str, answers: dict[str, str]) -> None:
 def graded():
     course = Path(tempfile.mkdtemp(prefix="crash-course-"))
     shutil.copy(EXERCISES / "nbgrader_config.py", course)
+    shutil.copytree(EXERCISES / "hidden", course / "hidden")
     shutil.copytree(EXERCISES / "source" / A1, course / "source" / A1)
     shutil.copytree(EXERCISES / "submitted" / "alice" / A1, course / "submitted" / "alice" / A1)
     # The experiment cell ends the kernel; time_work (task 1) does not depend on it.
@@ -103,6 +104,7 @@ def test_after_the_last_attempt_the_whole_notebook_scores_zero_with_the_reason(m
     course = Path(tempfile.mkdtemp(prefix="crash-course-"))
     try:
         shutil.copy(EXERCISES / "nbgrader_config.py", course)
+        shutil.copytree(EXERCISES / "hidden", course / "hidden")
         shutil.copytree(EXERCISES / "source" / A1, course / "source" / A1)
         _with_answer(course, "hank", {"time_work": EXIT, "experiment": SEGV})
         run = grade_course(course, cell_timeout=15, notebook_timeout=300, memory_gb=2.5, verbose=False)

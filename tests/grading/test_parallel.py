@@ -30,6 +30,7 @@ def make_class(n: int) -> Path:
     course = Path(tempfile.mkdtemp(prefix="class-"))
     for f in ("nbgrader_config.py", "course.toml"):
         shutil.copy(EXERCISES / f, course)
+    shutil.copytree(EXERCISES / "hidden", course / "hidden")
     shutil.copytree(EXERCISES / "source" / A1, course / "source" / A1)
     for i in range(n):
         sample = ("alice", "bob")[i % 2]

@@ -61,6 +61,7 @@ def course():
 
 def _populate(course: Path):
     shutil.copy(EXERCISES / "nbgrader_config.py", course)
+    shutil.copytree(EXERCISES / "hidden", course / "hidden")
     for a in MINE:
         shutil.copytree(EXERCISES / "source" / a, course / "source" / a)
     sub = course / "submitted"
@@ -69,7 +70,7 @@ def _populate(course: Path):
         shutil.copytree(EXERCISES / "submitted" / s / A1, sub / s / A1)
     # dave: time_work allocates without bound, the experiment loops forever
     _with_answer(course, "dave", {
-        "time_work": "def time_work(*args, **kwargs):\n    hoard = []\n    while True:\n"
+        "time_work": "FRAMEWORK = 'torch'\n\n\ndef time_work(*args, **kwargs):\n    hoard = []\n    while True:\n"
                      "        hoard.append(bytearray(2**28))",
         "experiment": "def independent_ops_experiment(*args, **kwargs):\n    while True:\n        pass"})
     _with_answer(course, "erin", {"time_work": "import ctypes\nctypes.string_at(0)"})  # segfault
@@ -115,7 +116,7 @@ def test_correct_and_partly_correct_submissions_get_their_scores(graded):
 
 def test_feedback_shows_hidden_test_messages_but_not_their_code(graded, course):
     page = (course / "feedback" / "bob" / A1 / f"{A1}.html").read_text()
-    assert "a cold device was timed" in page and "run fn once" in page
+    assert "a cold GPU was timed" in page and "run fn warmup times, untimed" in page
     assert "check_time_work" not in page and "HIDDEN TESTS" not in page
 
 
@@ -155,7 +156,7 @@ def test_invalid_and_missing_notebooks_get_a_recorded_zero_with_the_reason(grade
 def test_deleted_and_edited_test_cells_are_restored_and_run(graded):
     o = graded[0].find("carol", "a4_profile_trace")
     assert o.status == "graded" and o.score == 8   # her answers are right; the tests are the originals
-    assert "test_record_trace was deleted" in o.reason and "test_chrome was edited" in o.reason
+    assert "test_trace was deleted" in o.reason and "test_chrome was edited" in o.reason
 
 
 def test_every_grade_is_recorded_and_exported_and_no_submission_is_changed(graded, course):

@@ -40,10 +40,26 @@ def twice(d):
 def fresh(d):
     return {k: v.copy() for k, v in d.items()}
 
-def uses(device, k, x):
-    device.submit(k, x)
-    device.synchronize()
-    return device.clock(), x
+def uses(torch, clock, op, x):
+    y = op(x)
+    torch.cuda.synchronize()
+    return clock(), x
+
+def framework_code(torch, x):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    with torch.cuda.stream(side):
+        y = 2 * (x @ x) - x / 2 + 1
+        z = -y
+    torch.cuda.current_stream().wait_stream(side)
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end), z.cpu().numpy(), float((x * x).sum()), x.device == torch.device("cuda:0")
+
+def not_an_operand(fn):
+    return fn + 1
 
 def in_threads(fn, xs):
     out = [None] * len(xs)
@@ -218,14 +234,13 @@ def test_arrays_changed_in_place_are_copied_back_and_returned_arguments_keep_ide
 
 
 def test_the_kernel_calls_back_into_judge_objects_nested_and_from_threads(pair):
-    from grader.lab.sim import Kernel, virtual_devices
+    from grader.lab.sim import Costs, fixed_kernel, place, simulate
 
     judge, _ = pair
-    plan = virtual_devices(1, warmup_seconds=0)
-    dev = plan[0]
-    x = dev.put(np.ones(2))
-    t, back = fn(judge, "uses")(dev, Kernel("sq", lambda v: v * v, 0.01), x)
-    assert back is x and t == pytest.approx(plan.clock())   # the judge's clock, advanced
+    torch, machine = simulate("torch", costs=Costs(warmup_s=0))
+    x = place(torch, np.ones(2, np.float32))
+    t, back = fn(judge, "uses")(torch, machine.clock.read, fixed_kernel(0.01), x)
+    assert back is x and t == pytest.approx(machine.clock.read()) and t >= 0.01   # advanced
     lock, started, all_in = threading.Lock(), [0], threading.Event()
 
     def probe(v):        # runs in the judge; returns only when all 4 are in flight at once
@@ -288,6 +303,23 @@ def test_judge_objects_show_the_kernel_no_private_attribute_and_no_module(pair):
 
 def probe_target():
     return 1
+
+
+def test_operators_and_with_on_judge_objects_that_opt_in_and_only_those(pair):
+    """A simulated framework's tensors take operators and its stream contexts take `with`
+    from the kernel (both run in the judge); a plain judge object refuses them as a plain
+    object would (TypeError)."""
+    from grader.lab.sim import place, simulate
+
+    judge, _ = pair
+    torch, machine = simulate("torch")
+    x = place(torch, np.full((2, 2), 2.0, np.float32))
+    ms, z, total, same = fn(judge, "framework_code")(torch, x)
+    assert type(ms) is float and ms > 0 and total == 16.0 and same is True
+    np.testing.assert_array_equal(z, -(2 * 8.0 - 1 + 1) * np.ones((2, 2)))
+    assert not machine.violations and {o.stream for o in machine.ops if o.kind == "compute"} >= {1}
+    with pytest.raises(TypeError, match="unsupported operation 'add'"):
+        fn(judge, "not_an_operand")(probe_target)
 
 
 def test_kernel_objects_compare_by_identity_and_never_pretend_to_be_numbers(pair):

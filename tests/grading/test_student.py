@@ -22,7 +22,7 @@ def test_the_student_version_has_stubs_and_public_checks_but_no_solution_or_hidd
 
 def test_assignment_info_reads_title_chapter_and_points():
     info = assignment_info(SOURCE / "a1_independent_ops" / "a1_independent_ops.ipynb")
-    assert info["title"].startswith("Assignment 1") and "Asynchronous" in info["goes_with"]
+    assert info["title"].startswith("Assignment 1") and "asynchronous execution" in info["goes_with"]
     assert info["points"] == 8
 
 

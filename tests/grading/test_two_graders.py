@@ -26,6 +26,7 @@ def test_two_graders_share_a_class_on_postgres(postgres_server):  # noqa: F811
     course = Path(tempfile.mkdtemp(prefix="pg-class-"))
     try:
         shutil.copy(EXERCISES / "nbgrader_config.py", course)
+        shutil.copytree(EXERCISES / "hidden", course / "hidden")
         text = (EXERCISES / "course.toml").read_text().replace('url = ""', f'url = "{url}"')
         (course / "course.toml").write_text(text)
         for a in (A1, A8):

@@ -1,148 +1,186 @@
-"""Virtual devices: known durations on a virtual clock, the mistakes they make visible,
-and the same answer every run."""
+"""The simulated GPUs (grader.lab.sim.engine through the simulated torch): known durations
+on a virtual clock, the mistakes they make visible, and the same answer every run."""
 import numpy as np
 import pytest
 
-from grader.lab.sim import HostBuffer, Kernel, SimDevice, VirtualClock, virtual_devices
+from grader.lab.sim import Costs, VirtualClock, fixed_kernel, host_value, place, simulate
 
 
-def _dev(**kw):
-    plan = virtual_devices(1, **kw)
-    return plan[0], plan.clock
+def _torch(**costs):
+    return simulate("torch", costs=Costs(**{"warmup_s": 0.0, "launch_s": 0.0, **costs}))
 
 
-def _sq(x):
-    return x * x
-
-
-K = Kernel("sq", _sq, 0.010)
-
-
-def test_submit_returns_before_the_work_is_done_and_synchronize_waits_for_it():
-    d, c = _dev(warmup_seconds=0, launch_seconds=1e-5)
-    x = d.put(np.ones(4, np.float32))
-    t0 = c()
-    fut = d.submit(K, x)
-    assert c() - t0 == pytest.approx(1e-5) and not fut.done()
-    d.synchronize()
-    assert c() - t0 == pytest.approx(0.010 + 1e-5) and fut.done()
+def test_a_launch_returns_before_the_work_is_done_and_synchronize_waits_for_it():
+    torch, m = _torch(launch_s=1e-5)
+    x = place(torch, np.ones(4, np.float32))
+    t0 = m.clock.read()
+    fixed_kernel(0.010)(x)
+    assert m.clock.read() - t0 == pytest.approx(1e-5)
+    assert not torch.cuda.current_stream().query()
+    torch.cuda.synchronize()
+    assert m.clock.read() - t0 == pytest.approx(0.010 + 1e-5)
 
 
 def test_the_first_launch_of_a_kernel_pays_the_warmup_once():
-    d, c = _dev(warmup_seconds=0.05, launch_seconds=0)
-    x = d.put(np.ones(4, np.float32))
-    times = []
+    torch, m = _torch(warmup_s=0.05)
+    x = place(torch, np.ones(4, np.float32))
+    op, times = fixed_kernel(0.010, name="sq"), []
     for _ in range(3):
-        t0 = c()
-        d.submit(K, x)
-        d.synchronize()
-        times.append(c() - t0)
+        t0 = m.clock.read()
+        op(x)
+        torch.cuda.synchronize()
+        times.append(m.clock.read() - t0)
     assert times == pytest.approx([0.06, 0.01, 0.01])
 
 
-def test_one_stream_serializes_and_narrow_kernels_on_several_streams_share_the_device():
-    narrow = Kernel("narrow", _sq, 0.004, width=0.25)
-    for streams, expected in ((1, 0.032), (4, 0.008), (8, 0.008)):
-        d, c = _dev(warmup_seconds=0, launch_seconds=0)
-        x = d.put(np.ones(4, np.float32))
-        t0 = c()
+def test_one_stream_runs_in_order_and_narrow_kernels_on_several_streams_share_the_gpu():
+    for n_streams, expected in ((1, 0.032), (4, 0.008), (8, 0.008)):
+        torch, m = _torch()
+        x = place(torch, np.ones(4, np.float32))
+        narrow = fixed_kernel(0.004, width=0.25)
+        streams = [torch.cuda.Stream() for _ in range(n_streams)]
+        t0 = m.clock.read()
         for i in range(8):
-            d.submit(narrow, x, stream=i % streams)
-        d.synchronize()
-        assert c() - t0 == pytest.approx(expected), streams
-    wide = Kernel("wide", _sq, 0.004, width=1.0)
-    d, c = _dev(warmup_seconds=0, launch_seconds=0)
-    x = d.put(np.ones(4, np.float32))
-    t0 = c()
-    for i in range(4):
-        d.submit(wide, x, stream=i)
-    d.synchronize()
-    assert c() - t0 == pytest.approx(0.016)
+            with torch.cuda.stream(streams[i % n_streams]):
+                narrow(x)
+        torch.cuda.synchronize()
+        assert m.clock.read() - t0 == pytest.approx(expected), n_streams
+    torch, m = _torch()
+    x = place(torch, np.ones(4, np.float32))
+    streams = [torch.cuda.Stream() for _ in range(4)]
+    for s in streams:
+        with torch.cuda.stream(s):
+            fixed_kernel(0.004, width=1.0)(x)
+    torch.cuda.synchronize()
+    assert m.clock.read() == pytest.approx(0.016)       # wide kernels never share
 
 
-def test_auto_parallel_runs_independent_tasks_together_but_respects_dependencies():
-    k = Kernel("k", _sq, 0.01, width=0.125)
-    d, c = _dev(warmup_seconds=0, launch_seconds=0, auto_parallel=True)
-    x = d.put(np.ones(4, np.float32))
-    t0 = c()
+def test_a_kernels_width_and_duration_come_from_its_size():
+    torch, m = _torch(flops=2 * 32 ** 3 / 0.001, capacity=64 * 64)
+    small, large = place(torch, np.eye(32, dtype=np.float32)), place(torch, np.eye(64, dtype=np.float32))
+    small @ small
+    large @ large
+    s, l = m.ops[-2:]
+    assert (s.width, l.width) == (0.25, 1.0)
+    assert (s.seconds, l.seconds) == pytest.approx((0.004, 0.008))
+
+
+def test_streams_do_not_wait_for_each_other_a_racing_read_is_garbage_and_recorded():
+    torch, m = _torch()
+    x = place(torch, np.full(4, 2.0, np.float32))
+    y = fixed_kernel(0.010, width=0.5, fn=lambda v: v + 1)(x)      # on the current stream
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        z = y * 2                                                 # nothing made side wait
+    torch.cuda.synchronize()
+    assert np.isnan(z.cpu().numpy()).all()
+    assert [v.kind for v in m.violations] == ["race"]
+    torch, m = _torch()
+    x = place(torch, np.full(4, 2.0, np.float32))
+    y = fixed_kernel(0.010, width=0.5, fn=lambda v: v + 1)(x)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        z = y * 2
+    torch.cuda.synchronize()
+    assert z.cpu().numpy().tolist() == [6, 6, 6, 6] and not m.violations
+
+
+def test_a_nonblocking_copy_to_pinned_memory_is_garbage_until_it_lands():
+    torch, m = _torch(copy_bw=16 / 0.002, copy_latency_s=0.0)
+    x = place(torch, np.arange(4, dtype=np.float32))
+    host = fixed_kernel(0.001, fn=lambda v: v * v)(x).to("cpu", non_blocking=True)
+    assert host.is_pinned() and np.isnan(host.numpy()).all()
+    assert m.violations[-1].kind == "early_read"
+    torch.cuda.synchronize()
+    assert host.numpy().tolist() == [0, 1, 4, 9] and host_value(host).tolist() == [0, 1, 4, 9]
+
+
+def test_copies_overlap_kernels_only_from_another_stream_into_pinned_memory():
+    def run(how):
+        torch, m = _torch(copy_bw=16 / 0.008, copy_latency_s=0.0)
+        xs = [place(torch, np.ones(4, np.float32)) for _ in range(3)]
+        side = torch.cuda.Stream()
+        for x in xs:
+            y = fixed_kernel(0.010)(x)
+            if how == "same stream":
+                y.to("cpu", non_blocking=True)
+                continue
+            e = torch.cuda.Event()
+            e.record()
+            with torch.cuda.stream(side):
+                side.wait_event(e)
+                if how == "pinned":
+                    y.to("cpu", non_blocking=True)
+                else:
+                    torch.empty(4).copy_(y, non_blocking=True)     # pageable: the host waits
+        torch.cuda.synchronize()
+        return m.clock.read()
+    assert run("pinned") == pytest.approx(3 * 0.010 + 0.008)
+    assert run("same stream") == pytest.approx(3 * (0.010 + 0.008))
+    assert run("pageable") == pytest.approx(3 * (0.010 + 0.008))
+
+
+def test_events_time_the_gpu_and_elapsed_time_needs_them_done():
+    torch, m = _torch()
+    x = place(torch, np.ones(4, np.float32))
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fixed_kernel(0.012)(x)
+    end.record()
+    with pytest.raises(RuntimeError, match="device not ready"):
+        start.elapsed_time(end)
+    end.synchronize()
+    assert start.elapsed_time(end) == pytest.approx(12.0)          # milliseconds
+    plain = torch.cuda.Event()
+    plain.record()
+    with pytest.raises(RuntimeError, match="enable_timing=True"):
+        start.elapsed_time(plain)
+
+
+def test_the_graph_scheduler_runs_independent_kernels_together_but_respects_dependencies():
+    torch, m = simulate("torch", costs=Costs(warmup_s=0, launch_s=0, capacity=16 * 8,
+                                             flops=2 * 4 ** 3 * 8 / 0.01), parallel=True)
+    x = place(torch, np.eye(4, dtype=np.float32))
+    t0 = m.clock.read()
     for _ in range(8):
-        d.submit(k, x)
-    d.synchronize()
-    assert c() - t0 == pytest.approx(0.01)
-    t0 = c()
-    y = x
+        x @ x
+    torch.cuda.synchronize()
+    assert m.clock.read() - t0 == pytest.approx(0.01)
+    t0, y = m.clock.read(), x
     for _ in range(8):
-        y = d.submit(k, y)
-    d.synchronize()
-    assert c() - t0 == pytest.approx(0.08)
+        y = y @ x
+    torch.cuda.synchronize()
+    assert m.clock.read() - t0 == pytest.approx(0.08)
 
 
-def test_values_are_computed_and_a_nonblocking_copy_holds_nan_until_it_lands():
-    d, c = _dev(warmup_seconds=0, bandwidth=16 / 0.002, copy_latency=0)
-    x = d.put(np.arange(4, dtype=np.float32))
-    buf = d.copy_to_host(d.submit(K, x), non_blocking=True)
-    assert isinstance(buf, HostBuffer) and np.isnan(buf.numpy()).all()
-    d.synchronize()
-    assert buf.numpy().tolist() == [0, 1, 4, 9]
-    assert d.get(d.submit(K, x)).tolist() == [0, 1, 4, 9]
-
-
-def test_copies_overlap_kernels_because_they_use_the_copy_engine():
-    d, c = _dev(warmup_seconds=0, launch_seconds=0, bandwidth=16 / 0.008, copy_latency=0)
-    xs = [d.put(np.ones(4, np.float32)) for _ in range(3)]
-    t0 = c()
-    for x in xs:
-        d.copy_to_host(d.submit(K, x))
-    d.synchronize()
-    assert c() - t0 == pytest.approx(3 * 0.010 + 0.008)   # not 3 * (0.010 + 0.008)
-    comp = [r for r in d.records if r.kind == "compute"]
-    copy = [r for r in d.records if r.kind == "copy" and r.label == "copy_to_host"]
-    assert copy[0].start_ns < comp[1].end_ns and comp[1].start_ns < copy[0].end_ns
-
-
-def test_records_show_only_finished_tasks():
-    d, c = _dev(warmup_seconds=0)
-    x = d.put(np.ones(4, np.float32))
-    n = len(d.records)
-    d.submit(K, x)
-    assert len(d.records) == n
-    d.synchronize()
-    assert len(d.records) == n + 1 and d.records[-1].kind == "compute"
-
-
-def test_copy_to_moves_a_value_between_devices_on_one_clock_and_refuses_foreign_values():
-    plan = virtual_devices(2, warmup_seconds=0)
-    a, b = plan
-    y = a.copy_to(a.put(np.ones(3, np.float32)), b)
-    assert b.get(y).tolist() == [1, 1, 1]
-    with pytest.raises(ValueError):
-        a.submit(K, y)
-    with pytest.raises(ValueError):
-        a.copy_to(a.put(np.ones(1)), SimDevice("other", VirtualClock()))
+def test_a_copy_between_devices_waits_for_both_devices_queues():
+    torch, m = simulate("torch", gpus=2, costs=Costs(warmup_s=0, launch_s=0, link_bw=16 / 0.001,
+                                                     copy_latency_s=0))
+    a, b = place(torch, np.ones(4, np.float32), 0), place(torch, np.ones(4, np.float32), 1)
+    fixed_kernel(0.005)(a)
+    fixed_kernel(0.009)(b)
+    a.to("cuda:1", non_blocking=True)
+    copy = [o for o in m.ops if o.name == "p2p"][0]
+    assert copy.start_ns == pytest.approx(9e6) and copy.end_ns == pytest.approx(10e6)
 
 
 def test_the_same_program_gives_the_same_times_and_records_every_run():
     def program():
-        d, c = _dev(auto_parallel=True)
-        x = d.put(np.ones((8, 8), np.float32))
-        for i in range(5):
-            d.copy_to_host(d.submit(Kernel("k", _sq, 0.003, 0.5), x), non_blocking=True)
-        d.synchronize()
-        return c(), [(r.label, r.kind, r.start_ns, r.end_ns) for r in d.records]
-    runs = {repr(program()) for _ in range(10)}
-    assert len(runs) == 1
-
-
-def test_a_kernel_is_an_ordinary_function_on_real_data():
-    assert K(np.float32(3)) == 9
-    with pytest.raises(ValueError):
-        Kernel("bad", _sq, 0.01, width=0)
+        torch, m = simulate("torch", parallel=True)
+        x = place(torch, np.ones((8, 8), np.float32))
+        side = torch.cuda.Stream()
+        for _ in range(5):
+            y = fixed_kernel(0.003, 0.5)(x)
+            with torch.cuda.stream(side):
+                y.to("cpu", non_blocking=True)
+        torch.cuda.synchronize()
+        return m.clock.read(), m.ops, m.violations
+    assert len({repr(program()) for _ in range(10)}) == 1
 
 
 def test_the_clock_never_runs_backwards():
-    # code under test holds the clock (its checks read elapsed time from it): moving it
-    # back would make that code's own work look shorter
-    from grader.lab.sim import VirtualClock
+    # an answer holds the clock: moving it back would make its own work look shorter
     clock = VirtualClock()
     clock.advance(0.5)
     clock.advance_to(0)

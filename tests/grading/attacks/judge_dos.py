@@ -11,7 +11,8 @@ def _evil(self, msg):{reply}
 _r.Channel._serve_one = _evil
 """
 
-WRONG_TIME = "def time_work(device, clock, fn, *args, warmup=1, repeats=3):\n    return 0.02\n"
+HEAD = 'FRAMEWORK = "torch"\n\n\ndef time_work(torch, clock, fn, *args, warmup=1, repeats=3):\n'
+WRONG_TIME = HEAD + "    return 0.02\n"
 
 
 def collision_reply(keys: int = 50_000) -> str:
@@ -23,8 +24,7 @@ def collision_reply(keys: int = 50_000) -> str:
                 "v": {{"d": [[{{"i": str(k * P)}}, 0] for k in range(1, {keys + 1})], "n": 0}}}}, [])""")
 
 
-THREAD_FLOOD = """def time_work(device, clock, fn, *args, warmup=1, repeats=3):
-    import threading
+THREAD_FLOOD = HEAD + """    import threading
     errors, go = [], threading.Barrier(2000)
     def hit():
         go.wait()

@@ -1,211 +1,33 @@
-"""Data parallelism built from its parts, the way ``torch.nn.DataParallel`` does one step.
+"""``nn.DataParallel``'s step, phase by phase, on the course's devices: the CPU stand-in.
 
 One training step on ``k`` devices, with device 0 as the output device (the "server"):
+scatter the batch (``torch.chunk``'s pieces), replicate the model, forward on every
+device, gather the outputs on device 0, the loss there, backward on every replica, reduce
+the gradients onto device 0, update there. The devices are those of
+:func:`grader.lab.get_devices`: GPUs, or CPU worker processes standing in for them. Each
+device clocks its work with the phase as label, so a chapter draws the step from the run's
+own timestamps (:func:`plot_phases`, :func:`phase_table`). Everything a device runs is a
+function of this module: workers import it by name.
 
-1. **scatter** the global batch: rows split into ``k`` chunks, one per device;
-2. **replicate** the model: device 0's parameters copied to every other device
-   (device 0's replica *is* the model, as in PyTorch, whose replica 0 shares its storage);
-3. **forward** on every device at once (parallel apply);
-4. **gather** the outputs onto device 0;
-5. **loss** on device 0 over the whole batch, and its gradient with respect to the outputs;
-6. **backward**: that gradient scattered back, each replica back-propagates its chunk;
-7. **reduce** the replicas' gradients onto device 0 (summed: the loss was over the global
-   batch, so the sum of the chunks' gradients is the full gradient);
-8. **update** the parameters on device 0 (plain SGD).
-
-The devices are those of :func:`grader.lab.get_devices`: GPUs, or CPU worker processes
-standing in for them. Everything a device runs is a function of this module (workers import
-it by name). Each device clocks its work with the phase as label, so the chapter draws the
-step from the run's own timestamps, and :meth:`DataParallelTrainer.memory` counts the bytes
-of the tensors each device holds.
-
-The model is a two-layer perceptron ``Linear -> ReLU -> Linear`` built with each
-framework's own layers. Its weights are kept as NumPy arrays in one layout, ``W`` of shape
-``(in, out)`` (Paddle's ``Linear`` layout; PyTorch's ``Linear`` stores the transpose), so
-both frameworks start from the same numbers.
+The lesson itself (the step written in PyTorch or Paddle, ``torch.nn.parallel``'s own
+parts) is in the chapter; this module only runs the same phases where the devices are
+separate processes, so that they can be timed.
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = [
-    "PHASES", "Problem", "make_problem", "split_sizes", "build_model", "model_weights", "mse",
-    "train_single", "single_step", "DataParallelTrainer", "max_abs_diff", "plot_phases",
-    "plot_memory", "phase_table",
-]
+from .dp_memory import held_bytes
+from .dp_problem import (Problem, _bounds, _grads, _sgd, _tensor, build_model, model_weights,
+                         mse, split_sizes)
+
+__all__ = ["PHASES", "DataParallelTrainer", "phase_table", "plot_phases"]
 
 PHASES = ("scatter", "replicate", "forward", "gather", "loss", "backward", "reduce", "update")
 PHASE_COLORS = dict(zip(PHASES, ("#DD8452", "#C44E52", "#4C72B0", "#937860", "#8172B3",
                                  "#64B5CD", "#55A868", "#CCB974")))
-
-
-# -- the problem: data and initial weights, drawn once with NumPy -----------------------------
-@dataclass(frozen=True)
-class Problem:
-    """A regression problem and the model's initial weights, identical for both frameworks."""
-
-    x: np.ndarray              # (batch, d_in) float32
-    y: np.ndarray              # (batch, d_out) float32
-    weights: tuple             # W1 (d_in, hidden), b1 (hidden,), W2 (hidden, d_out), b2 (d_out,)
-    lr: float = 0.05
-
-    @property
-    def sizes(self) -> str:
-        (b, d_in), h, d_out = self.x.shape, self.weights[0].shape[1], self.y.shape[1]
-        n = sum(w.size for w in self.weights)
-        return (f"batch {b}, layers {d_in} -> {h} -> {d_out} ({n:,} float32 parameters, "
-                f"{n * 4 / 2**20:.2f} MiB)")
-
-
-def make_problem(batch: int = 64, d_in: int = 32, hidden: int = 64, d_out: int = 4,
-                 seed: int = 0, lr: float = 0.05) -> Problem:
-    rng = np.random.default_rng(seed)
-    f32 = np.float32
-    x = rng.standard_normal((batch, d_in)).astype(f32)
-    y = rng.standard_normal((batch, d_out)).astype(f32)
-    weights = (
-        (rng.standard_normal((d_in, hidden)) / math.sqrt(d_in)).astype(f32),
-        np.zeros(hidden, f32),
-        (rng.standard_normal((hidden, d_out)) / math.sqrt(hidden)).astype(f32),
-        np.zeros(d_out, f32),
-    )
-    return Problem(x, y, weights, lr)
-
-
-def split_sizes(n: int, parts: int) -> list[int]:
-    """Rows per device when ``n`` rows are scattered over ``parts`` devices.
-
-    Like ``torch.chunk`` (what ``nn.DataParallel``'s scatter uses): chunks of
-    ``ceil(n / parts)`` rows, the last one smaller, and *fewer than ``parts`` chunks* when
-    ``n`` is small: 6 rows on 4 devices give 2, 2, 2 and the fourth device gets nothing.
-    """
-    if n < 1 or parts < 1:
-        raise ValueError(f"cannot split {n} rows over {parts} devices")
-    size = math.ceil(n / parts)
-    sizes = [size] * (n // size)
-    if n % size:
-        sizes.append(n % size)
-    return sizes
-
-
-def _bounds(sizes: Sequence[int]) -> list[tuple[int, int]]:
-    edges = np.cumsum([0, *sizes])
-    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
-
-
-# -- the model, in each framework's own layers ------------------------------------------------
-def build_model(framework: str, weights: Sequence[np.ndarray], device: str = "cpu") -> Any:
-    """``Linear -> ReLU -> Linear`` holding ``weights`` (canonical ``(in, out)`` layout)."""
-    w1, b1, w2, b2 = (np.ascontiguousarray(w, dtype=np.float32) for w in weights)
-    if framework == "torch":
-        import torch
-
-        model = torch.nn.Sequential(torch.nn.Linear(*w1.shape), torch.nn.ReLU(),
-                                    torch.nn.Linear(*w2.shape))
-        with torch.no_grad():
-            for p, w in zip(model.parameters(), (w1.T, b1, w2.T, b2)):
-                p.copy_(torch.from_numpy(np.ascontiguousarray(w)))
-        from .backends import get_backend
-
-        return model.to(get_backend("torch").native_device(device))
-    paddle = _paddle()
-
-    model = paddle.nn.Sequential(paddle.nn.Linear(*w1.shape), paddle.nn.ReLU(),
-                                 paddle.nn.Linear(*w2.shape))
-    for p, w in zip(model.parameters(), (w1, b1, w2, b2)):
-        p.set_value(w)
-    if device != "cpu":
-        model.to(device)
-    return model
-
-
-def _paddle() -> Any:
-    """Paddle, imported through its adapter (which keeps its import-time notices quiet)."""
-    from .backends import get_backend
-
-    get_backend("paddle")
-    import paddle
-
-    return paddle
-
-
-def model_weights(framework: str, model: Any) -> list[np.ndarray]:
-    """The parameters as NumPy arrays in the canonical layout (a copy)."""
-    out = []
-    for p in model.parameters():
-        a = p.detach().cpu().numpy().copy()
-        out.append(a.T.copy() if framework == "torch" and a.ndim == 2 else a)
-    return out
-
-
-def _grads(framework: str, model: Any) -> list[np.ndarray]:
-    out = []
-    for p in model.parameters():
-        a = p.grad.detach().cpu().numpy().copy()
-        out.append(a.T.copy() if framework == "torch" and a.ndim == 2 else a)
-    return out
-
-
-def mse(out: Any, y: Any) -> Any:
-    """Mean squared error, written once for both frameworks."""
-    return ((out - y) ** 2).mean()
-
-
-def _tensor(framework: str, array: np.ndarray, device: str = "cpu") -> Any:
-    from .backends import get_backend
-
-    return get_backend(framework).from_numpy(np.asarray(array), device)
-
-
-def _zero_grads(framework: str, model: Any) -> None:
-    for p in model.parameters():
-        if framework == "torch":
-            p.grad = None
-        else:
-            p.clear_gradient(False)
-
-
-def _sgd(framework: str, model: Any, lr: float) -> None:
-    """``p -= lr * p.grad`` for every parameter, then clear the gradients."""
-    if framework == "torch":
-        import torch
-
-        with torch.no_grad():
-            for p in model.parameters():
-                p -= lr * p.grad
-    else:
-        import paddle
-
-        with paddle.no_grad():
-            for p in model.parameters():
-                p.set_value(p - lr * p.grad)
-    _zero_grads(framework, model)
-
-
-# -- the reference: one device, the whole global batch ----------------------------------------
-def single_step(framework: str, model: Any, x: Any, y: Any, lr: float) -> float:
-    """One plain training step on one device; returns the loss."""
-    loss = mse(model(x), y)
-    loss.backward()
-    _sgd(framework, model, lr)
-    return float(loss.item())
-
-
-def train_single(framework: str, problem: Problem, steps: int, device: str = "cpu") -> dict:
-    """Train on one device with the whole batch: the result data parallelism must match."""
-    model = build_model(framework, problem.weights, device)
-    x, y = _tensor(framework, problem.x, device), _tensor(framework, problem.y, device)
-    losses = [single_step(framework, model, x, y, problem.lr) for _ in range(steps)]
-    return {"weights": model_weights(framework, model), "losses": losses}
-
-
-def max_abs_diff(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> float:
-    return max(float(np.max(np.abs(np.asarray(u, np.float64) - np.asarray(v, np.float64))))
-               for u, v in zip(a, b))
 
 
 # -- what each device runs (module-level: CPU workers import them by name) --------------------
@@ -281,39 +103,6 @@ def _reduce_add(framework: str, model: Any, grads: Sequence[Sequence[np.ndarray]
 
 def _weights(framework: str, model: Any) -> list[np.ndarray]:
     return model_weights(framework, model)
-
-
-def _held_bytes(framework: str, groups: dict) -> dict:
-    """Bytes of the distinct tensors in each group (parameters, their gradients, inputs,
-    outputs...), counted from the tensors themselves."""
-    from .backends import get_backend
-
-    be = get_backend(framework)
-    seen: set[int] = set()
-
-    def walk(v: Any) -> int:
-        if v is None:
-            return 0
-        if isinstance(v, dict):
-            return sum(walk(u) for k, u in v.items() if k != "model")
-        if isinstance(v, (list, tuple)):
-            return sum(walk(u) for u in v)
-        if hasattr(v, "parameters") and callable(v.parameters):
-            return sum(walk(p) for p in v.parameters())
-        if isinstance(v, np.ndarray) or not hasattr(v, "shape"):
-            return 0
-        key = id(v)
-        if key in seen:
-            return 0
-        seen.add(key)
-        return be.nbytes(v)
-
-    out = {}
-    for name, v in groups.items():
-        if name == "gradients":
-            v = [p.grad for p in v.parameters()] if v is not None else None
-        out[name] = walk(v)
-    return out
 
 
 # -- the trainer ------------------------------------------------------------------------------
@@ -425,7 +214,7 @@ class DataParallelTrainer:
             if i == 0:
                 groups["targets"] = last["y"]
                 groups["gathered outputs + their gradient"] = last["loss_state"]
-            out.append(d.submit(_held_bytes, fw, groups, keep=False, label="count",
+            out.append(d.submit(held_bytes, fw, groups, keep=False, label="count",
                                 kind="other").result())
         return out
 
@@ -488,28 +277,5 @@ def plot_phases(timeline: Any, title: str = "", ax: Any = None, unit: str = "ms"
               fontsize="small", frameon=False, loc="lower left", bbox_to_anchor=(0, 1.0))
     if title:
         ax.set_title(title, fontsize="medium", loc="left", pad=22)
-    ax.figure.tight_layout()
-    return ax
-
-
-def plot_memory(memory: Sequence[dict], names: Sequence[str], title: str = "",
-                ax: Any = None) -> Any:
-    """Stacked bars: the bytes of each group of tensors on each device, in KiB."""
-    import matplotlib.pyplot as plt
-
-    groups: list[str] = []
-    for m in memory:
-        groups += [g for g in m if g not in groups]
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7.5, 3.2))
-    bottom = np.zeros(len(memory))
-    for g in groups:
-        vals = np.array([m.get(g, 0) for m in memory]) / 1024
-        ax.bar(list(names), vals, bottom=bottom, label=g)
-        bottom += vals
-    ax.set_ylabel("KiB of tensors held")
-    ax.legend(fontsize="small", frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    if title:
-        ax.set_title(title, fontsize="medium", loc="left")
     ax.figure.tight_layout()
     return ax

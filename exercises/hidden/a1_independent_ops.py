@@ -1,0 +1,156 @@
+"""Assignment 1's grading checks (instructor only: not importable from a student's kernel).
+
+The answers run on simulated GPUs (:mod:`grader.lab.sim`) whose operations take times fixed
+here, so a missing synchronize, a missing warm-up or a clock of the student's own shows as a
+wrong number on every machine, every time. The durations are nowhere on the objects the
+answers get: they measure them, as on a GPU.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from grader.checks.result import CheckResult
+from grader.checks.simulated import (NAMES, framework_problem, fresh, is_number, ms,
+                                     student_failed)
+from grader.checks.support import StudentError, call, close, result
+from grader.lab.sim import fixed_kernel, place
+
+KERNEL_S = 0.012     # the operation time_work is asked to time
+WARMUP_S = 0.045     # a kernel's first launch pays this on top
+EARLIER_S = 0.150    # work queued before time_work is called
+LONG_S = 1.7         # no wall clock times a call at this virtual length
+LAUNCH_S = 6e-6
+X_N = 16             # the experiment's x is X_N x X_N
+
+
+def _x(n: int = 4) -> np.ndarray:
+    return (np.arange(n * n, dtype=np.float32).reshape(n, n) % 7) / 8
+
+
+def _time_once(time_work, framework: str, *, warmup_s: float, earlier_s: float, warmup: int,
+               repeats: int, seconds: float = KERNEL_S):
+    fw, m = fresh(framework, warmup_s=warmup_s, launch_s=LAUNCH_S)
+    x = place(fw, _x())
+    if earlier_s:
+        fixed_kernel(earlier_s, name="earlier_work")(x)      # queued, not waited for
+    t = call(time_work, fw, m.clock.read, fixed_kernel(seconds, name="op"), x,
+             warmup=warmup, repeats=repeats)
+    return t, m
+
+
+def _timing_hint(t, m, k: float, framework: str, repeats: int) -> str:
+    n = NAMES[framework]
+    if m.clock.reads == 0 and m.elapsed_calls == 0:
+        return ("time with the clock you were given (clock()) or with device events "
+                f"({n['event']}, elapsed_time): a clock of your own does not follow the GPU")
+    if is_number(t) and close(t, 1000 * k, 0.2):
+        return "elapsed_time gives milliseconds: return seconds (divide by 1000)"
+    if is_number(t) and t < k / 2:
+        return (f"the clock was read before the GPU had finished: fn(*args) only queues the "
+                f"work; call {n['sync']} (or end.synchronize() with events) before reading it")
+    if is_number(t) and close(t, repeats * k, 0.1):
+        return "return the median of the repeats (the time of one run), not their sum"
+    return "time each of the repeats runs separately and return their median, in seconds"
+
+
+def check_time_work(time_work, framework: str = "torch") -> CheckResult:
+    """4 points: synchronized (2), warmed up (1), earlier work left out (1)."""
+    name, k = "time_work measures GPU time", KERNEL_S
+    if (bad := framework_problem(name, 4, framework)) is not None:
+        return bad
+    n = NAMES[framework]
+    try:
+        plain, m = _time_once(time_work, framework, warmup_s=0, earlier_s=0, warmup=1, repeats=3)
+        cold, _ = _time_once(time_work, framework, warmup_s=WARMUP_S, earlier_s=0, warmup=1,
+                             repeats=1)
+        busy, _ = _time_once(time_work, framework, warmup_s=0, earlier_s=EARLIER_S, warmup=1,
+                             repeats=1)
+        # the same answer for a much longer operation: an answer reading a wall clock
+        # cannot follow it, however long a call happens to take
+        long, _ = _time_once(time_work, framework, warmup_s=0, earlier_s=0, warmup=1,
+                             repeats=3, seconds=LONG_S)
+    except StudentError as e:
+        return student_failed(name, 4, e, framework)
+    synced = close(plain, k) and close(long, LONG_S)
+    if is_number(cold) and close(cold, k + WARMUP_S, 0.1):
+        cold_hint = ("the first run was timed cold (a kernel's first launch pays a one-time "
+                     "cost): run fn warmup times, untimed, before timing")
+    else:
+        cold_hint = (f"the warm-up was still running when the clock started: {n['sync']} "
+                     "after the warm-up, before the first clock() read")
+    parts = [
+        (2, synced, "the time is not the operation's GPU time", f"{k * 1e3:.0f} ms per run",
+         ms(plain), _timing_hint(plain, m, k, framework, 3)),
+        (1, synced and close(cold, k), "a cold GPU was timed",
+         f"{k * 1e3:.0f} ms (the first launch costs {WARMUP_S * 1e3:.0f} ms more)", ms(cold),
+         cold_hint),
+        (1, synced and close(busy, k), "the clock started while earlier work was still queued",
+         f"{k * 1e3:.0f} ms (work queued before the call takes {EARLIER_S * 1e3:.0f} ms)",
+         ms(busy), f"{n['sync']} before the first clock() read, not only after the work "
+         "(events recorded on the stream leave earlier work out by themselves)"),
+    ]
+    return result(name, 4, parts, f"synchronized, warmed up, {k * 1e3:.0f} ms measured as "
+                  f"{ms(plain)}")
+
+
+def _experiment(fn, framework: str, parallel: bool, n: int):
+    k = KERNEL_S
+    # x @ x fills 1/n of the device and takes k: n of them fit side by side
+    fw, m = fresh(framework, parallel=parallel, warmup_s=WARMUP_S, launch_s=LAUNCH_S,
+                  capacity=X_N * X_N * n, flops=2 * X_N ** 3 * n / k)
+    x = place(fw, _x(X_N))
+    out = call(fn, fw, m.clock.read, x, n=n)
+    if not isinstance(out, dict) or not {"one", "all", "parallel"} <= set(out):
+        raise StudentError(f"expected a dict with keys 'one', 'all', 'parallel', got "
+                           f"{type(out).__name__}")
+    return out, m
+
+
+def check_experiment(independent_ops_experiment, framework: str = "torch",
+                     n: int = 8) -> CheckResult:
+    """4 points: on a GPU that runs operations one after another (eager execution) and on one
+    that runs independent operations side by side (a graph scheduler), the times (1 + 1)
+    and the verdicts (1 + 1) are right."""
+    name, k = f"experiment with {n} independent operations", KERNEL_S
+    if (bad := framework_problem(name, 4, framework)) is not None:
+        return bad
+    try:
+        serial, _ = _experiment(independent_ops_experiment, framework, False, n)
+        par, _ = _experiment(independent_ops_experiment, framework, True, n)
+    except StudentError as e:
+        return student_failed(name, 4, e, framework)
+    sync = NAMES[framework]["sync"]
+
+    def times_hint(out, want_all: float) -> str:
+        one, every = out["one"], out["all"]
+        if is_number(one) and close(one, 1000 * k, 0.2):
+            return "elapsed_time gives milliseconds: return seconds"
+        if is_number(every) and every < min(want_all, k) / 2:
+            return f"'all' was read before the products were done: {sync} before the clock"
+        if is_number(every) and close(every, n * k, 0.25) and want_all < n * k / 2:
+            return ("the n products depend on each other (each uses the previous result), so "
+                    "even a framework that runs independent work together runs them one by "
+                    "one: compute x @ x each time")
+        return ("time one product with time_work, and all n from the first launch until "
+                "the last is done")
+
+    parts = [
+        (1, close(serial["one"], k) and close(serial["all"], n * k),
+         "times on a GPU that runs operations one after another",
+         f"one = {k * 1e3:.0f} ms, all = {n * k * 1e3:.0f} ms",
+         f"one = {ms(serial['one'], 2)}, all = {ms(serial['all'], 2)}", times_hint(serial, n * k)),
+        (1, close(par["one"], k) and close(par["all"], k, 0.25),
+         "times on a framework that runs independent operations side by side",
+         f"one = {k * 1e3:.0f} ms, all about {k * 1e3:.0f} ms",
+         f"one = {ms(par['one'], 2)}, all = {ms(par['all'], 2)}", times_hint(par, k)),
+        (1, par["parallel"] is True or par["parallel"] is np.True_,
+         "verdict where they ran side by side", "parallel = True",
+         f"parallel = {par['parallel']!r}" if isinstance(par["parallel"], (bool, np.bool_))
+         else "not a bool", "call it parallel when all n take clearly less than n times one"),
+        (1, serial["parallel"] is False or serial["parallel"] is np.False_,
+         "verdict where they ran one by one", "parallel = False",
+         f"parallel = {serial['parallel']!r}" if isinstance(serial["parallel"], (bool, np.bool_))
+         else "not a bool",
+         "n operations one after another take about n times one: that is not parallel"),
+    ]
+    return result(name, 4, parts, "right times and verdicts on both kinds of framework")

@@ -1,0 +1,108 @@
+"""Where a hidden test cell finds the instructor's hidden checks.
+
+The checks that grade an assignment, and any reference answer they compare with, live in
+the course folder, ``<course>/hidden/aN_<name>.py`` (``exercises/hidden`` in this
+repository), never in the installed ``grader`` package: a student's kernel can import
+``grader`` (the public checks and helpers a notebook uses), but the course folder is
+neither on its import path nor mounted in the grading sandbox. A test cell imports them
+inside its hidden block only, which the released notebook does not contain::
+
+    public(checks.public_scatter(scatter, FRAMEWORK))
+    ### BEGIN HIDDEN TESTS
+    from grader.grading.hidden import load
+    grade(load("a6_data_parallel").check_scatter(scatter, FRAMEWORK))
+    ### END HIDDEN TESTS
+
+:func:`load` finds the course folder, in this order:
+
+1. the one :func:`use` registered: the judge (:class:`grader.grading.judge.JudgedExecute`,
+   nbgrader's process) registers nbgrader's ``CourseDirectory.root``, so ``make grade``,
+   ``nbgrader autograde`` by hand and the formgrader's *Autograde* button all find it;
+2. the nearest folder above the current one that holds ``nbgrader_config.py`` and
+   ``hidden/``: ``nbgrader validate source/aN/aN.ipynb`` runs its kernel in
+   ``source/aN``, a kernel grading test cells itself in ``autograded/<student>/aN``.
+
+This module holds no check and no answer; importing it from a student's kernel finds
+nothing there (``load`` raises ``ImportError`` saying where the checks live).
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+__all__ = ["load", "use", "course_root", "PACKAGE"]
+
+PACKAGE = "hidden"          # the folder's name in the course, and the package's
+_registered: list[Path] = []
+
+
+def use(root: str | Path) -> None:
+    """Register ``root`` (a course folder) as the first place :func:`load` looks."""
+    root = Path(root).resolve()
+    if root in _registered:
+        _registered.remove(root)
+    _registered.insert(0, root)
+
+
+def _is_course(folder: Path) -> bool:
+    return (folder / "nbgrader_config.py").is_file() and (folder / PACKAGE / "__init__.py").is_file()
+
+
+def course_root(start: str | Path | None = None) -> Path | None:
+    """The course folder whose ``hidden/`` :func:`load` reads, or ``None``."""
+    for root in _registered:
+        if (root / PACKAGE / "__init__.py").is_file():
+            return root
+    here = Path(start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if _is_course(folder):
+            return folder
+    return None
+
+
+def load(assignment: str) -> ModuleType:
+    """The hidden checks of ``assignment`` (``"a6_data_parallel"``): the module
+    ``<course>/hidden/<assignment>.py``, imported as ``hidden.<assignment>``."""
+    root = course_root()
+    if root is None:
+        raise ImportError(f"the hidden checks of {assignment} are not here: they live in the "
+                          f"instructor's course folder ({PACKAGE}/{assignment}.py next to "
+                          "nbgrader_config.py), which grading reads and students never see")
+    package = _package(root / PACKAGE)
+    name = f"{PACKAGE}.{assignment}"
+    module = sys.modules.get(name)
+    if module is None:
+        path = root / PACKAGE / f"{assignment}.py"
+        if not path.is_file():
+            raise ImportError(f"no hidden checks for {assignment}: {path} does not exist")
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
+        setattr(package, assignment, module)
+    return module
+
+
+def _package(folder: Path) -> ModuleType:
+    """The ``hidden`` package of ``folder``; one of another course folder is dropped first
+    (with its modules), so two courses graded one after the other never mix their checks."""
+    package = sys.modules.get(PACKAGE)
+    if package is not None and [str(folder)] != list(getattr(package, "__path__", [])):
+        for key in [k for k in sys.modules if k == PACKAGE or k.startswith(PACKAGE + ".")]:
+            del sys.modules[key]
+        package = None
+    if package is None:
+        spec = importlib.util.spec_from_file_location(
+            PACKAGE, folder / "__init__.py", submodule_search_locations=[str(folder)])
+        package = importlib.util.module_from_spec(spec)
+        sys.modules[PACKAGE] = package
+        spec.loader.exec_module(package)
+    importlib.invalidate_caches()
+    return package

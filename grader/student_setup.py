@@ -1,0 +1,132 @@
+"""How a notebook downloaded from the book finds the course's package outside the hub.
+
+The book publishes, next to the student notebooks (``<html>/exercises/``), a wheel of this
+repository's package (``pdl-course``: the ``grader`` package the notebooks import), built
+by :func:`build_wheel` when the book is built, so it is always the version the notebooks
+were made with; it needs no repository address (``_config.yml``'s ``repository.url`` is
+empty until an instructor publishes one). Each student notebook the book publishes starts,
+right under its title, with the cell :func:`setup_cell` writes: when ``grader`` cannot be
+imported (a laptop, Colab), it installs the wheel with pip, from the notebook's own folder
+(where the exercises page says to save it) or, when the book's address is configured
+(``html.baseurl`` in ``_config.yml``), from the book itself, and prints what it does. On
+the course's hub, where the package is installed, it only says so.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+
+import nbformat
+
+__all__ = ["wheel_name", "build_wheel", "setup_cell", "with_setup_cell", "SETUP_ID"]
+
+SETUP_ID = "course-setup"       # the cell's id in the student notebooks
+_SOURCES = ("grader", "pyproject.toml", "README.md")
+
+
+def wheel_name(root: Path) -> str:
+    """The file name of the course wheel built from ``root`` (``pyproject.toml``'s name and
+    version, as the wheel format spells them)."""
+    project = tomllib.loads((Path(root) / "pyproject.toml").read_text())["project"]
+    name = re.sub(r"[-_.]+", "_", project["name"]).lower()
+    return f"{name}-{project['version']}-py3-none-any.whl"
+
+
+def _digest(root: Path) -> str:
+    h = hashlib.sha256()
+    for rel in _SOURCES:
+        path = root / rel
+        files = sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts) \
+            if path.is_dir() else [path]
+        for f in files:
+            h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def build_wheel(root: Path, out_dir: Path, cache_dir: Path) -> Path:
+    """The course wheel in ``out_dir``; rebuilt only when the package's sources changed
+    (``cache_dir`` keeps the last one). The sources are copied first: building in the
+    repository would leave ``build/`` and ``*.egg-info`` behind."""
+    root, out_dir, cache_dir = Path(root), Path(out_dir), Path(cache_dir)
+    name = wheel_name(root)
+    cached = cache_dir / _digest(root) / name
+    if not cached.is_file():
+        with tempfile.TemporaryDirectory(prefix="course-wheel-") as tmp:
+            src = Path(tmp) / "src"
+            src.mkdir()
+            for rel in _SOURCES:
+                if (root / rel).is_dir():
+                    shutil.copytree(root / rel, src / rel,
+                                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+                else:
+                    shutil.copy(root / rel, src / rel)
+            done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                                   "--no-build-isolation", "--quiet", "-w", tmp, str(src)],
+                                  capture_output=True, text=True)
+            if done.returncode or not (Path(tmp) / name).is_file():
+                raise RuntimeError(f"building the course wheel {name} failed:\n"
+                                   + (done.stdout + done.stderr)[-3000:])
+            shutil.rmtree(cache_dir, ignore_errors=True)
+            cached.parent.mkdir(parents=True)
+            shutil.copy(Path(tmp) / name, cached)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return Path(shutil.copy(cached, out_dir / name))
+
+
+_CELL = '''\
+# Set-up. This notebook needs the course's Python package, `grader`. On the course's hub
+# it is installed; anywhere else this cell installs it with pip from the wheel the book
+# publishes next to this notebook, {wheel}
+# (on the exercises page): save that file in this notebook's folder.{or_book}
+# pip also installs NumPy, Matplotlib, PyTorch and Paddle if they are missing (large
+# downloads, the first time).
+import importlib
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+WHEEL = "{wheel}"
+BOOK = "{book}"  # the book's address, when its build was told it
+if importlib.util.find_spec("grader") is None:
+    if Path(WHEEL).is_file():
+        source = str(Path(WHEEL).resolve())
+    elif BOOK:
+        source = BOOK + "/exercises/" + WHEEL
+    else:
+        raise RuntimeError(
+            f"the course package is not installed here and {{WHEEL}} is not in this "
+            f"notebook's folder ({{Path.cwd()}}): download it from the book's exercises "
+            "page into that folder, then run this cell again")
+    print(f"installing the course package from {{source}} with pip ...", flush=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", source], check=True)
+    importlib.invalidate_caches()
+    if importlib.util.find_spec("grader") is None:
+        raise RuntimeError("installed, but this kernel does not see it yet: restart "
+                           "the kernel and run the notebook again from the top")
+print("course package:", importlib.import_module("grader").__version__)
+'''
+
+
+def setup_cell(wheel: str, book_url: str = "") -> nbformat.NotebookNode:
+    """The first code cell of a student notebook published by the book."""
+    book_url = book_url.rstrip("/")
+    or_book = f"\n# Or leave it: this cell then fetches it from {book_url}." if book_url else ""
+    cell = nbformat.v4.new_code_cell(_CELL.format(wheel=wheel, book=book_url, or_book=or_book)
+                                     .rstrip("\n"))
+    cell["id"] = SETUP_ID
+    return cell
+
+
+def with_setup_cell(nb: nbformat.NotebookNode, wheel: str,
+                    book_url: str = "") -> nbformat.NotebookNode:
+    """``nb`` with :func:`setup_cell` right after its title (its first markdown cell)."""
+    at = 1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0
+    nb.cells.insert(at, setup_cell(wheel, book_url))
+    return nb

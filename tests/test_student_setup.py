@@ -1,0 +1,83 @@
+"""The set-up cell of a notebook downloaded from the book: it installs the course's wheel,
+which the build publishes next to the notebooks, where ``grader`` is missing."""
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader.grading.student import student_version
+from grader.student_setup import build_wheel, setup_cell, wheel_name, with_setup_cell
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCE = ROOT / "exercises" / "source"
+ASSIGNMENTS = sorted(p.name for p in SOURCE.iterdir() if p.is_dir())
+
+
+def test_a_published_notebook_starts_with_the_set_up_cell_which_is_quiet_where_grader_is_installed(tmp_path):
+    wheel = wheel_name(ROOT)
+    assert re.fullmatch(r"pdl_course-[\d.]+-py3-none-any\.whl", wheel)
+    nb = with_setup_cell(student_version(nbformat.read(SOURCE / ASSIGNMENTS[0] / f"{ASSIGNMENTS[0]}.ipynb",
+                                                       as_version=4)), wheel, "https://book.example.org/")
+    assert nb.cells[0].cell_type == "markdown" and nb.cells[1].id == "course-setup"
+    src = nb.cells[1].source
+    assert wheel in src and 'BOOK = "https://book.example.org"' in src
+    assert max(len(line) for line in src.splitlines()) <= 88
+    nbformat.validate(nb)
+    done = subprocess.run([sys.executable, "-c", src], cwd=tmp_path, capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "course package: 0.1.0", done.stderr
+    assert "installing" not in done.stdout
+
+
+@pytest.mark.slow
+def test_the_set_up_cell_installs_the_published_wheel_where_grader_is_missing(tmp_path):
+    """A fresh virtual environment (no course package): from the wheel in the notebook's
+    folder, then from the book's address; without either, an error saying what to do.
+    (Dependencies are not installed here, ``PIP_NO_DEPS``: they are PyTorch and Paddle.)"""
+    book = tmp_path / "book"
+    wheel = build_wheel(ROOT, book / "exercises", tmp_path / "cache")
+    assert wheel.name == wheel_name(ROOT) and wheel.stat().st_size > 10_000
+    again = build_wheel(ROOT, tmp_path / "again", tmp_path / "cache")     # from the cache
+    assert again.read_bytes() == wheel.read_bytes()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(PIP_NO_DEPS="1", PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+
+    def venv(name: str) -> str:
+        base = Path(sys.base_prefix) / "bin" / "python3"
+        subprocess.run([str(base), "-m", "venv", str(tmp_path / name)], check=True, timeout=300)
+        return str(tmp_path / name / "bin" / "python")
+
+    def run(python: str, cell: str, folder: Path) -> subprocess.CompletedProcess:
+        folder.mkdir(exist_ok=True)
+        return subprocess.run([python, "-c", cell], cwd=folder, env=env, capture_output=True,
+                              text=True, timeout=600)
+
+    # 1. the wheel saved next to the notebook
+    python = venv("one")
+    here = tmp_path / "notebooks"
+    here.mkdir()
+    (here / wheel.name).write_bytes(wheel.read_bytes())
+    cell = setup_cell(wheel.name).source
+    first = run(python, cell, here)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "installing the course package from" in first.stdout
+    assert first.stdout.strip().endswith("course package: 0.1.0")
+    where = run(python, "import grader; print(grader.__file__)", here).stdout
+    assert str(tmp_path / "one") in where                     # the fresh environment's copy
+    second = run(python, cell, here)
+    assert "installing" not in second.stdout and second.stdout.strip() == "course package: 0.1.0"
+
+    # 2. nothing in the folder, but the book's address is known: fetched from there
+    python = venv("two")
+    fetched = run(python, setup_cell(wheel.name, book.as_uri()).source, tmp_path / "empty")
+    assert fetched.returncode == 0, fetched.stderr[-2000:]
+    assert f"from {book.as_uri()}/exercises/{wheel.name}" in fetched.stdout
+
+    # 3. neither: the error says where to get the wheel and where to put it
+    python = venv("three")
+    lost = run(python, cell, tmp_path / "elsewhere")
+    assert lost.returncode != 0 and "download it from the book's exercises page" in lost.stderr
