@@ -42,6 +42,14 @@ c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, StripTestTraceb
                                     CSSHTMLHeaderPreprocessor]
 c.ClearHiddenTests.enforce_metadata = False
 
+# A student's HTML never runs script in a reader's browser: feedback pages and the
+# formgrader's view of a submission are sanitized (nh3), and feedback pages carry a
+# Content-Security-Policy that forbids inline script (grader/grading/sanitize.py;
+# exercises/GRADING.md, "Student HTML").
+from grader.grading.sanitize import configure as _sanitize  # noqa: E402
+
+_sanitize(c)
+
 # Test cells never run in the student's kernel, also when grading from the formgrader or
 # with `nbgrader autograde` by hand: the judge runs them in nbgrader's own process and only
 # data comes back from the kernel (grader/grading/judge.py; exercises/GRADING.md, Verdicts).

@@ -5,6 +5,10 @@ would otherwise name every submission after that OS user. So a student's id is t
 account (``JUPYTERHUB_USER``), and only instructors get a course directory (their home's
 ``course/``, prepared by hub/run.py). The course's own ``nbgrader_config.py``, in that
 directory, is loaded after this file for the instructor.
+
+Whatever the course's own configuration says, the formgrader's view of a submission and
+the feedback it generates are sanitized (grader/grading/sanitize.py): a student's HTML
+runs no script in the instructor's browser.
 """
 import os
 from pathlib import Path
@@ -19,3 +23,7 @@ if _user in os.environ.get("COURSE_HUB_INSTRUCTORS", "").split(","):
     c.CourseDirectory.root = str(Path(os.environ["HOME"]) / "course")
 else:
     c.CourseDirectory.student_id = _user
+
+from grader.grading.sanitize import configure as _sanitize  # noqa: E402
+
+_sanitize(c)
