@@ -34,13 +34,13 @@ c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedE
 # Feedback shows what hidden tests printed (the check messages), never their code:
 # ClearHiddenTests must come after GetGrades (which reads the cells' grade ids), and
 # StripTestTracebacks removes the code a traceback quotes from a test cell that raised.
-from nbgrader.preprocessors import ClearHiddenTests, GetGrades  # noqa: E402
+from nbgrader.preprocessors import GetGrades  # noqa: E402
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
-from grader.grading.feedback import StripTestTracebacks  # noqa: E402
+from grader.grading.feedback import ClearHiddenTestsSafely, StripTestTracebacks  # noqa: E402
 
-c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, StripTestTracebacks,
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTestsSafely, StripTestTracebacks,
                                     CSSHTMLHeaderPreprocessor]
-c.ClearHiddenTests.enforce_metadata = False
+c.ClearHiddenTests.enforce_metadata = False   # (and ClearHiddenTestsSafely, its subclass)
 
 # A student's HTML never runs script in a reader's browser: feedback pages and the
 # formgrader's view of a submission are sanitized (nh3), and feedback pages carry a

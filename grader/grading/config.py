@@ -14,7 +14,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Limits", "SandboxConfig", "GradingConfig", "load", "with_overrides", "FILENAME"]
+__all__ = ["Limits", "SubmissionLimits", "SandboxConfig", "GradingConfig", "load",
+           "with_overrides", "FILENAME"]
 
 FILENAME = "course.toml"
 
@@ -28,6 +29,22 @@ class Limits:
     processes: int = 512              # RLIMIT_NPROC (threads count too) per sandbox uid
     file_size_mb: int = 64            # RLIMIT_FSIZE (writes beyond raise OSError EFBIG)
     open_files: int = 1024            # RLIMIT_NOFILE
+    output_mb: float = 4.0            # a notebook's outputs, in all; also one kernel message
+    kernel_files: int = 2000          # files and folders a kernel may make in its folder
+    kernel_disk_mb: int = 512         # bytes a kernel may write into its folder, in all
+    feedback_timeout_s: float = 120   # generating one student's feedback page
+
+
+@dataclass(frozen=True)
+class SubmissionLimits:
+    """What is read of a submission (``[submission]``): more is refused with the reason."""
+    max_files: int = 100              # files in one student's assignment folder
+    max_file_mb: float = 16.0         # one file
+    max_total_mb: float = 64.0        # all files of one assignment
+    max_notebook_mb: float = 16.0     # one notebook
+    max_json_depth: int = 64          # nesting of a notebook's JSON
+    max_json_items: int = 1_000_000   # values in a notebook's JSON
+    max_id_length: int = 64           # student and assignment ids (folder names)
 
 
 @dataclass(frozen=True)
@@ -44,6 +61,7 @@ class GradingConfig:
     workers: int
     limits: Limits = field(default_factory=Limits)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    submission: SubmissionLimits = field(default_factory=SubmissionLimits)
 
 
 def default_workers() -> int:
@@ -81,24 +99,29 @@ def load(course: str | Path) -> GradingConfig:
             raw = tomllib.loads(path.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as e:
             raise ValueError(f"{path} is not valid TOML: {e}") from None
-    unknown = sorted(set(raw) - {"gradebook", "grading", "limits", "sandbox"})
+    unknown = sorted(set(raw) - {"gradebook", "grading", "limits", "sandbox", "submission"})
     if unknown:
         raise ValueError(f"{path}: unknown section(s) {unknown}")
     url = str(raw.get("gradebook", {}).get("url", "") or "")
     workers = int(raw.get("grading", {}).get("workers", 0) or 0)
     limits = _section(raw, "limits", Limits, path)
     sandbox = _section(raw, "sandbox", SandboxConfig, path)
+    submission = _section(raw, "submission", SubmissionLimits, path)
     if sandbox.mode not in ("auto", "bwrap", "none"):
         raise ValueError(f'{path}: [sandbox] mode must be "auto", "bwrap" or "none", not {sandbox.mode!r}')
     return GradingConfig(course=course,
                          db_url=url or "sqlite:///" + str(course / "gradebook.db"),
-                         workers=workers or default_workers(), limits=limits, sandbox=sandbox)
+                         workers=workers or default_workers(), limits=limits, sandbox=sandbox,
+                         submission=submission)
 
 
 def with_overrides(cfg: GradingConfig, **values: Any) -> GradingConfig:
     """``cfg`` with the given limits / top-level fields replaced (``None`` values ignored)."""
     values = {k: v for k, v in values.items() if v is not None}
     lim = {k: values.pop(k) for k in list(values) if k in {f.name for f in fields(Limits)}}
+    sub = {k: values.pop(k) for k in list(values) if k in {f.name for f in fields(SubmissionLimits)}}
+    if sub:
+        values["submission"] = replace(cfg.submission, **sub)
     if "sandbox_mode" in values:
         values["sandbox"] = replace(cfg.sandbox, mode=values.pop("sandbox_mode"))
     return replace(cfg, limits=replace(cfg.limits, **lim), **values)

@@ -2,16 +2,22 @@
 
 Steps, for one (student, assignment):
 
-1. pre-checks, without running anything: a missing assignment folder or notebook, or a
-   notebook that is not valid JSON / nbformat, is recorded as zero with the reason;
+1. the submission is read as data (:mod:`.intake`: regular files only, never a link, within
+   the ``[submission]`` limits) into a private folder that nbgrader reads in place of
+   ``submitted/``; what is refused is noted. A missing assignment folder or notebook, or a
+   notebook that is refused, not valid JSON / nbformat, is recorded as zero with the reason;
 2. nbgrader's ``autograde`` through its Python API, in this process (which never runs
    student code): the student's code runs in a kernel that :mod:`.sandbox` starts isolated and
    under the limits of ``course.toml``; the hidden tests run in the judge
    (:mod:`.judge`), outside the kernel. A kernel that dies (``os._exit``, a segfault, a
    limit) makes nbgrader drop the notebook, so the cell that was running is recorded (by
    :class:`~grader.grading.crashes.GuardedExecute`, in this process) and the student is graded
-   again without it, up to ``crashes.MAX_ROUNDS`` attempts;
-3. feedback for that student (hidden tests' code stripped), or a page saying what happened.
+   again without it, up to ``crashes.MAX_ROUNDS`` attempts. A kernel that the *machine's*
+   out-of-memory killer ended is not the student's doing: :class:`GradingFault`, the job is
+   graded again later (:mod:`.worker`);
+3. ``autograded/<student>/<assignment>`` keeps the graded notebook and the submitted files
+   (:mod:`.workdir`), then feedback for that student (hidden tests' code stripped, written
+   within ``feedback_timeout_s``), or a page saying what happened.
 
 Submissions are only read, never changed. The result is an :class:`Outcome`.
 """
@@ -31,10 +37,17 @@ from typing import Callable
 
 import nbformat
 
-from . import crashes
-from .config import GradingConfig
+from . import crashes, intake, workdir
+from .config import GradingConfig, SubmissionLimits
+from .sandbox import MACHINE_OOM
 
-__all__ = ["Outcome", "grade_one", "precheck", "submission_sha256", "api"]
+__all__ = ["Outcome", "GradingFault", "grade_one", "precheck", "submission_sha256", "api",
+           "log_name"]
+
+
+class GradingFault(RuntimeError):
+    """Grading failed for a reason that is not the submission's (the machine ran out of
+    memory): the job is graded again, up to a few times (:mod:`.worker`)."""
 
 
 @dataclass
@@ -43,7 +56,7 @@ class Outcome:
     assignment: str
     score: float
     max_score: float
-    status: str            # graded | missing | invalid | crashed | timeout | error
+    status: str            # graded | missing | invalid | crashed | timeout | error | failed
     reason: str = ""
     seconds: float = 0.0
     cells: dict[str, tuple[float, float]] = field(default_factory=dict)
@@ -70,41 +83,27 @@ def api(course: Path, extra=None):
     return NbGraderAPI(coursedir=CourseDirectory(config=cfg), config=cfg)
 
 
-def submission_sha256(course: Path, student: str, assignment: str) -> str:
-    """One digest of every file of a submission (names and contents); '' when missing."""
-    import hashlib
-
-    folder = course / "submitted" / student / assignment
-    if not folder.is_dir():
-        return ""
-    h = hashlib.sha256()
-    for p in sorted(folder.rglob("*")):
-        if p.is_file() and ".ipynb_checkpoints" not in p.parts:
-            h.update(str(p.relative_to(folder)).encode() + b"\0" + p.read_bytes() + b"\0")
-    return h.hexdigest()
+def submission_sha256(course: Path, student: str, assignment: str,
+                      limits: SubmissionLimits = SubmissionLimits()) -> str:
+    """One digest of a submission as :mod:`.intake` reads it (the accepted files' names and
+    contents, what was refused and why); '' when missing. Never follows a link, never
+    blocks (a named pipe is refused, not read)."""
+    return intake.read(course, student, assignment, limits).digest()
 
 
-def precheck(course: Path, student: str, assignment: str) -> tuple[str, str] | None:
+def precheck(course: Path, student: str, assignment: str,
+             limits: SubmissionLimits = SubmissionLimits()) -> tuple[str, str] | None:
     """``(status, reason)`` when the submission cannot be autograded at all."""
-    folder = course / "submitted" / student / assignment
-    if not folder.is_dir():
-        return "missing", f"no submission: {folder.relative_to(course)} does not exist"
-    for src in sorted((course / "source" / assignment).glob("*.ipynb")):
-        nb_path = folder / src.name
-        if not nb_path.exists():
-            return "missing", f"notebook {src.name} is missing from the submission"
-        try:
-            json.loads(nb_path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            where = f" at line {e.lineno}" if isinstance(e, json.JSONDecodeError) else ""
-            return "invalid", f"{src.name} is not valid JSON ({getattr(e, 'msg', e)}{where}); was it saved completely?"
-        try:
-            nb = nbformat.read(nb_path, as_version=4)
-            nbformat.validate(nb)
-        except Exception as e:  # noqa: BLE001 - nbformat raises several kinds
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            return "invalid", f"{src.name} is not a valid notebook ({first[:200]})"
-    return None
+    return intake.check(intake.read(course, student, assignment, limits), course, limits)[0]
+
+
+def log_name(student: str, assignment: str, suffix: str) -> str:
+    """A log file's name for this job: the ids when they are valid ones, else a digest."""
+    if intake.id_problem("student", student) or intake.id_problem("assignment", assignment):
+        import hashlib
+        return "job-" + hashlib.sha256(f"{student}\0{assignment}".encode(
+            "utf-8", "surrogateescape")).hexdigest()[:16] + suffix
+    return f"{student}-{assignment}{suffix}"
 
 
 def _scores(db_url: str, student: str, assignment: str) -> tuple[float, float, dict]:
@@ -137,8 +136,18 @@ def _limit_note(ename: str, evalue: str, gid: str, cfg: GradingConfig) -> str | 
     return f"cell {gid}: {what}" if what else None
 
 
-def _notes(course: Path, student: str, assignment: str, cfg: GradingConfig) -> list[str]:
-    """What happened inside an autograded notebook that a student should be told."""
+def _gid(cell) -> str | None:
+    meta = cell.get("metadata", {}).get("nbgrader")
+    gid = meta.get("grade_id") if isinstance(meta, dict) else None
+    return gid if isinstance(gid, str) else None
+
+
+def _notes(course: Path, staged: Path, student: str, assignment: str,
+           cfg: GradingConfig) -> list[str]:
+    """What happened inside an autograded notebook that a student should be told
+    (``staged``: the submission as nbgrader read it)."""
+    from .outputs import CUT
+
     notes = []
     # Compare the submitted test cells with the released ones (nbgrader's own checksum
     # warning also fires for every cell that held hidden tests, so it cannot tell).
@@ -146,8 +155,8 @@ def _notes(course: Path, student: str, assignment: str, cfg: GradingConfig) -> l
         want = {c.metadata["nbgrader"]["grade_id"]: c.source
                 for c in nbformat.read(released, as_version=4).cells
                 if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")}
-        sub = nbformat.read(course / "submitted" / student / assignment / released.name, as_version=4)
-        have = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source for c in sub.cells}
+        sub = nbformat.read(staged / released.name, as_version=4)
+        have = {_gid(c): c.source for c in sub.cells}
         for gid, src in want.items():
             if gid not in have:
                 notes.append(f"test cell {gid} was deleted; the original was put back and run")
@@ -156,9 +165,18 @@ def _notes(course: Path, student: str, assignment: str, cfg: GradingConfig) -> l
     folder = course / "autograded" / student / assignment
     for path in sorted(folder.glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
-        for cell in nb.cells:
-            gid = cell.metadata.get("nbgrader", {}).get("grade_id", cell.get("id", "?"))
+        for i, cell in enumerate(nb.cells):
+            gid = _gid(cell) or f"{i + 1}"
+            meta = cell.metadata.get("nbgrader")
+            graded = isinstance(meta, dict) and meta.get("grade")
             for out in cell.get("outputs", []):
+                text = str(out.get("text", "")) if out.get("output_type") == "stream" else ""
+                if CUT in text and "was not read]" in text:
+                    notes.append(f"cell {gid}: a message of its output was larger than the "
+                                 "limit and was not read")
+                elif CUT in text:
+                    notes.append(f"cell {gid}: its output was cut (a notebook keeps at most "
+                                 f"{cfg.limits.output_mb:g} MB of output)")
                 if out.get("output_type") != "error":
                     continue
                 ename, evalue = str(out.get("ename", "")), str(out.get("evalue", ""))
@@ -167,9 +185,9 @@ def _notes(course: Path, student: str, assignment: str, cfg: GradingConfig) -> l
                     notes.append(limit)
                 elif crashes.KILLED in evalue:
                     pass  # a cell replaced after it ended the kernel: noted by grade_one
-                elif cell.metadata.get("nbgrader", {}).get("grade"):
+                elif graded:
                     msg = evalue.strip().splitlines()
-                    notes.append(f"test cell {gid} failed with {ename}"
+                    notes.append(f"test cell {gid} failed with {ename[:80]}"
                                  + (f": {msg[0][:160]}" if msg else ""))
     return list(dict.fromkeys(notes))
 
@@ -185,47 +203,65 @@ def _why_failed(log: str) -> tuple[str, str]:
 
 
 def failure_page(course: Path, o: Outcome) -> None:
+    """A feedback page with the score and the reason (none for an id that cannot name a
+    folder: that submission's reason is in the reports)."""
+    if intake.id_problem("student", o.student) or intake.id_problem("assignment", o.assignment):
+        return
     folder = course / "feedback" / o.student / o.assignment
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.glob("*.html"):
         old.unlink()
-    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{o.assignment}: feedback"
+    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(o.assignment)}: feedback"
             f"</title></head><body><h1>{html.escape(o.assignment)}</h1>"
             f"<p>Student: {html.escape(o.student)}</p>"
             f"<p><b>Score: {o.score:g} / {o.max_score:g}</b> ({html.escape(o.status)})</p>"
-            f"<p>{html.escape(o.reason)}</p>"
-            "<p>Nothing was graded beyond this point. Fix the problem and submit again, or ask "
-            "your instructor.</p></body></html>\n")
+            + "".join(f"<p>{html.escape(part)}</p>" for part in o.reason.split("; ") if part)
+            + ("<p>The detailed feedback page could not be made; the score above is recorded."
+               "</p>" if o.status == "graded" else
+               "<p>Nothing was graded beyond this point. Fix the problem and submit again, or "
+               "ask your instructor.</p>")
+            + "</body></html>\n")
     (folder / f"{o.assignment}.html").write_text(page)
 
 
-def _crash_note(course: Path, o: Outcome) -> None:
-    """Say at the top of nbgrader's feedback page which cells ended the kernel."""
+def _note_box(course: Path, o: Outcome, notes: list[str]) -> None:
+    """Say at the top of nbgrader's feedback page which cells ended the kernel and what of
+    the submission was not read or was changed (``notes``)."""
+    lines = list(notes)
+    if o.killed:
+        lines.insert(0, f"{', '.join(o.killed)} ended the Python kernel (os._exit, a crash "
+                     "or a kill) while grading. "
+                     + ("That cell was" if len(o.killed) == 1 else "Those cells were")
+                     + " not run (scored 0, shown below as a RuntimeError); the other "
+                     "cells were graded.")
+    if not lines:
+        return
     note = ("<div style='border:2px solid #c00;padding:0.5em;margin:1em'><b>Grading note:</b> "
-            + html.escape(f"{', '.join(o.killed)} ended the Python kernel (os._exit, a crash "
-                          "or a kill) while grading. "
-                          + ("That cell was" if len(o.killed) == 1 else "Those cells were")
-                          + " not run (scored 0, shown below as a RuntimeError); the other "
-                          "cells were graded.")
-            + "</div>")
+            + "<br>".join(html.escape(line) for line in lines) + "</div>")
     for page in (course / "feedback" / o.student / o.assignment).glob("*.html"):
         text = page.read_text(encoding="utf-8")
         text, n = re.subn(r"(<body[^>]*>)", lambda m: m.group(1) + note, text, count=1)
         page.write_text(text if n else note + text, encoding="utf-8")
 
 
-def _executor_config(trace: Path, skip: list[tuple[int, str]]):
+def _executor_config(trace: Path, skip: list[tuple[int, str]], cfg: GradingConfig,
+                     staging: Path):
     """nbgrader config running :class:`~grader.grading.judge.JudgedExecute` (crash-guarded,
-    test cells judged outside the kernel) in place of ``Execute``, with the crash trace and
-    the cells not to run."""
+    test cells judged outside the kernel) in place of ``Execute``, with the crash trace, the
+    cells not to run and the output limit, reading the submission from ``staging``."""
     from traitlets.config import Config
 
     from .judge import JudgedExecute
 
     c = Config()
     c.Autograde.autograde_preprocessors = crashes.chain(JudgedExecute)
+    c.CourseDirectory.submitted_directory = str(staging)
     c.GuardedExecute.trace_file = str(trace)
     c.GuardedExecute.skip_cells = ",".join(str(i) for i, _ in skip)
+    c.GuardedExecute.output_bytes = int(cfg.limits.output_mb * 2**20)
+    c.GuardedExecute.folder_files = cfg.limits.kernel_files
+    c.GuardedExecute.folder_bytes = int(cfg.limits.kernel_disk_mb * 2**20)
+    c.BoundOutputs.output_bytes = int(cfg.limits.output_mb * 2**20)
     return c
 
 
@@ -254,45 +290,80 @@ def grade_one(cfg: GradingConfig, student: str, assignment: str, *, kernel_confi
               kernel_end: Callable[[], str | None] = lambda: None) -> Outcome:
     """Grade one submission; ``kernel_config`` (traitlets Config) starts kernels in the
     sandbox; ``kill_kernels`` ends this worker's kernels when the notebook limit is hit;
-    ``kernel_end`` says how the last kernel ended (a signal of a limit, see sandbox)."""
-    course, lim = cfg.course, cfg.limits
+    ``kernel_end`` says how the last kernel ended (a signal of a limit, see sandbox).
+    Raises :class:`GradingFault` when the machine, not the submission, stopped it."""
+    course = cfg.course
     t0 = time.perf_counter()
     top = max_score(cfg.db_url, assignment)
-    bad = precheck(course, student, assignment)
+    sub = intake.read(course, student, assignment, cfg.submission)
+    bad, staged, notes = intake.check(sub, course, cfg.submission)   # notes: what was refused
     if bad:
         o = Outcome(student, assignment, 0.0, top, *bad)
+        o.reason = "; ".join([o.reason, *notes])
         failure_page(course, o)
         o.seconds = time.perf_counter() - t0
         return o
+    # Private folders the kernel cannot see: the submission as nbgrader reads it, and where
+    # this process notes the running cell.
+    private = Path(tempfile.mkdtemp(prefix="grading-job-"))
+    try:
+        sub.stage(private / "submitted", staged)
+        o = _autograde(cfg, sub, private, top, kernel_config, kill_kernels, logs, kernel_end)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+    o.reason = "; ".join(filter(None, [o.reason, *notes]))
+    if o.status != "graded":
+        failure_page(course, o)
+    else:
+        _feedback(cfg, o, logs, notes)
+    o.seconds = time.perf_counter() - t0
+    return o
+
+
+def _autograde(cfg: GradingConfig, sub: intake.Submission, private: Path, top: float,
+               kernel_config, kill_kernels, logs: Path | None, kernel_end) -> Outcome:
+    course, lim = cfg.course, cfg.limits
+    student, assignment = sub.student, sub.assignment
     skip: list[tuple[int, str]] = []  # (index, label) of cells that ended the kernel
     ended: dict[tuple[int, str], str | None] = {}   # how (a signal), where the sandbox saw it
-    # Where this process notes the running cell: a private folder the kernel cannot see.
-    trace_dir = Path(tempfile.mkdtemp(prefix="grading-trace-"))
-    trace = trace_dir / "cell"
-    log_all = []
+    trace = private / "cell"
+    out_folder = course / "autograded" / student / assignment
+    keep = set(sub.files) | {p.name for p in (course / "source" / assignment).glob("*.ipynb")}
+    keep |= {str(p.relative_to(course / "source" / assignment))
+             for p in (course / "source" / assignment).rglob("*") if p.is_file()}
+    log_all, fault = [], None
     with Watchdog(lim.notebook_timeout_s, kill_kernels) as dog:
         for attempt in range(crashes.MAX_ROUNDS):
             trace.unlink(missing_ok=True)
-            extra = _executor_config(trace, skip)
+            extra = _executor_config(trace, skip, cfg, private / "submitted")
             if kernel_config is not None:
                 extra.merge(kernel_config)
             res = api(course, extra).autograde(assignment, student, force=True, create=True)
+            workdir.keep_only(out_folder, keep)
             log = (res.get("log") or "") + (res.get("error") or "")
             log_all.append(f"=== attempt {attempt + 1}, not running: "
                            f"{', '.join(label for _, label in skip) or 'none'}\n{log}\n")
-            autograded = list((course / "autograded" / student / assignment).glob("*.ipynb"))
+            autograded = list(out_folder.glob("*.ipynb"))
             ok = res.get("success") and autograded
             if ok or dog.expired:
                 break
             why = _why_failed(log)
+            if why[0] != "crashed":
+                break
+            end = crashes.dead_cause(trace) or kernel_end()
+            if end == MACHINE_OOM:
+                fault = ("the machine ran out of memory and its out-of-memory killer ended the "
+                         "kernel (this notebook's own memory limit was not reached)")
+                break
             dead = crashes.dead_cell(trace)
-            if why[0] != "crashed" or dead is None or dead in skip:
+            if dead is None or dead in skip:
                 break
             skip.append(dead)          # and grade again without it
-            ended[dead] = kernel_end()
-    shutil.rmtree(trace_dir, ignore_errors=True)
+            ended[dead] = end
     if logs is not None:
-        (logs / f"{student}-{assignment}.log").write_text("".join(log_all))
+        (logs / log_name(student, assignment, ".log")).write_text("".join(log_all))
+    if fault:
+        raise GradingFault(fault)
     if dog.expired:
         o = Outcome(student, assignment, 0.0, top, "timeout",
                     f"grading took longer than the {lim.notebook_timeout_s:g} s limit for a "
@@ -303,17 +374,13 @@ def grade_one(cfg: GradingConfig, student: str, assignment: str, *, kernel_confi
         score, top, cells = _scores(cfg.db_url, student, assignment)
         notes = [f"{label} ended the Python kernel ({_ended(ended.get((i, label)), cfg)}): "
                  "not run, scored 0" for i, label in skip]
-        notes += _notes(course, student, assignment, cfg)
+        notes += _notes(course, private / "submitted" / student / assignment, student,
+                        assignment, cfg)
         o = Outcome(student, assignment, score, top, "graded", "; ".join(notes), cells=cells,
                     killed=[label for _, label in skip])
-    if o.status != "graded":
-        if skip:
-            o.reason += (" (graded without " + ", ".join(label for _, label in skip)
-                         + ", which ended the kernel first)")
-        failure_page(course, o)
-    else:
-        _feedback(course, o, logs)
-    o.seconds = time.perf_counter() - t0
+    if o.status != "graded" and skip:
+        o.reason += (" (graded without " + ", ".join(label for _, label in skip)
+                     + ", which ended the kernel first)")
     return o
 
 
@@ -327,19 +394,25 @@ def _ended(signal_name: str | None, cfg: GradingConfig) -> str:
     return why or "os._exit, a crash or a kill"
 
 
-def _feedback(course: Path, o: Outcome, logs: Path | None) -> None:
-    """nbgrader's feedback page for one graded student (no kernel is involved)."""
+def _feedback(cfg: GradingConfig, o: Outcome, logs: Path | None, notes: list[str]) -> None:
+    """nbgrader's feedback page for one graded student (no kernel is involved), with a note
+    of what was not read; when it cannot be written (in time), a page with the score."""
+    course = cfg.course
     if course not in _FEEDBACK:
         from .feedback import OneStudentFeedback
         _FEEDBACK[course] = OneStudentFeedback(api(course))
-    res = _FEEDBACK[course](o.assignment, o.student)
-    pages = list((course / "feedback" / o.student / o.assignment).glob("*.html"))
+    folder = course / "feedback" / o.student / o.assignment
+    workdir.keep_only(folder, set())           # nothing of an earlier grading stays
+    res = _FEEDBACK[course](o.assignment, o.student, cfg.limits.feedback_timeout_s)
+    pages = list(folder.glob("*.html"))
     if res.get("success") and pages:
-        if o.killed:
-            _crash_note(course, o)
+        _note_box(course, o, notes)
         return
+    name = log_name(o.student, o.assignment, ".feedback.log")
     if logs is not None:
-        (logs / f"feedback-{o.student}-{o.assignment}.log").write_text(
-            (res.get("log") or "") + (res.get("error") or ""))
-    o.reason = "; ".join(filter(None, [o.reason, "feedback could not be generated (see "
-                                       f"reports/logs/feedback-{o.student}-{o.assignment}.log)"]))
+        (logs / name).write_text((res.get("log") or "") + (res.get("error") or ""))
+    why = "took too long" if "longer than" in (res.get("error") or "") else "failed"
+    o.reason = "; ".join(filter(None, [o.reason, f"the feedback page {why} (see "
+                                       f"reports/logs/{name}); a page with the score was "
+                                       "written instead"]))
+    failure_page(course, o)

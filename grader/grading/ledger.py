@@ -19,6 +19,14 @@ that was taken over (or whose submission changed under it) cannot write a second
 Lease times are taken from the database server's clock on PostgreSQL (so machines with
 skewed clocks agree) and from this machine's clock on SQLite (one machine anyway).
 
+A job can fail for reasons that are not the submission's: its worker crashed or was killed
+(:meth:`Ledger.fault` by the parent, :meth:`release_dead`), froze past its lease (a
+:meth:`claim` of an expired lease), or the machine ran out of memory. Each is counted in
+the job's note (``faults`` and the last reason, kept in ``outcome`` until the job is done)
+and the job goes back to the queue, behind the jobs claimed fewer times; the worker that
+claims a job with too many faults records it as failed with that reason
+(:mod:`grader.grading.worker`) instead of grading it forever.
+
 Create one :class:`Ledger` per process (an engine must not cross a ``fork``).
 """
 from __future__ import annotations
@@ -53,18 +61,39 @@ jobs = Table(
     Column("owner", String(255)),                          # "host:pid:slot" while running
     Column("lease_until", DateTime()),                     # UTC, naive
     Column("attempts", Integer, nullable=False),           # claims so far (fencing token)
-    Column("outcome", Text),                               # JSON of the pipeline's Outcome
+    Column("outcome", Text),        # JSON of the pipeline's Outcome when done; else a fault note
     Column("updated_at", DateTime(), nullable=False),      # UTC, naive
 )
 
 
 @dataclass(frozen=True)
 class Job:
-    """One claimed job; ``attempts`` identifies this claim (see the module docstring)."""
+    """One claimed job; ``attempts`` identifies this claim (see the module docstring);
+    ``faults`` earlier claims of it ended in a fault, the last for ``fault``."""
     student: str
     assignment: str
     sha256: str
     attempts: int
+    faults: int = 0
+    fault: str = ""
+
+
+def _note(row_outcome: str | None) -> tuple[int, str]:
+    """(faults, last reason) from the note of a job that is not done."""
+    try:
+        d = json.loads(row_outcome or "{}")
+        return int(d.get("faults", 0)), str(d.get("fault", ""))
+    except (ValueError, TypeError, AttributeError):
+        return 0, ""
+
+
+def _noted(faults: int, reason: str) -> str:
+    return json.dumps({"faults": faults, "fault": reason})
+
+
+LOST_LEASE = ("its grading worker stopped renewing its lease (it crashed, was killed or froze) "
+              "while grading it")
+DEAD_WORKER = "its grading worker was gone (killed or crashed) while grading it"
 
 
 def _json_default(value: Any) -> Any:
@@ -149,36 +178,46 @@ class Ledger:
 
     def claim(self, owner: str, lease_s: float,
               only: Iterable[Sequence[str]] | None = None) -> Job | None:
-        """Take one pending job, or a running one whose lease ran out; None if there is none.
+        """Take one pending job, or a running one whose lease ran out (a fault: see the
+        module docstring); None if there is none. Jobs claimed fewer times come first.
         ``only``: (student, assignment) pairs to choose from (None: any job)."""
         claimable = (jobs.c.state == "pending") | (
             (jobs.c.state == "running") & (jobs.c.lease_until < self._now()))
         if only is not None:
             claimable = and_(claimable, tuple_(jobs.c.student, jobs.c.assignment).in_(
                 [(s, a) for s, a in only]))
-        query = (select(jobs.c.student, jobs.c.assignment, jobs.c.sha256, jobs.c.attempts)
-                 .where(claimable).order_by(jobs.c.assignment, jobs.c.student).limit(1))
+        query = (select(jobs.c.student, jobs.c.assignment, jobs.c.sha256, jobs.c.attempts,
+                        jobs.c.state, jobs.c.outcome)
+                 .where(claimable)
+                 .order_by(jobs.c.attempts, jobs.c.assignment, jobs.c.student).limit(1))
         if self.postgres:
             query = query.with_for_update(skip_locked=True)
         with self.engine.begin() as conn:
             row = conn.execute(query).first()
             if row is None:
                 return None
+            faults, fault = _note(row.outcome)
+            if row.state == "running":
+                faults, fault = faults + 1, LOST_LEASE
             done = conn.execute(update(jobs).where(
                 self._key(row.student, row.assignment), jobs.c.attempts == row.attempts).values(
                 state="running", owner=owner, lease_until=self._later(lease_s),
-                attempts=row.attempts + 1, updated_at=self._now()))
+                attempts=row.attempts + 1, updated_at=self._now(),
+                outcome=_noted(faults, fault) if faults else None))
             if done.rowcount != 1:  # cannot happen under the row lock / write lock
                 raise RuntimeError(f"ledger: claim of {row.student}/{row.assignment} raced")
-            return Job(row.student, row.assignment, row.sha256, row.attempts + 1)
+            return Job(row.student, row.assignment, row.sha256, row.attempts + 1, faults, fault)
 
     def job(self, student: str, assignment: str) -> Job | None:
         """The job as it stands now (its latest claim), e.g. to complete it for a worker that
         was stopped; :meth:`complete` still checks that the claim is the owner's."""
         with self.engine.begin() as conn:
-            r = conn.execute(select(jobs.c.sha256, jobs.c.attempts)
+            r = conn.execute(select(jobs.c.sha256, jobs.c.attempts, jobs.c.state, jobs.c.outcome)
                              .where(self._key(student, assignment))).first()
-        return None if r is None else Job(student, assignment, r.sha256, r.attempts)
+        if r is None:
+            return None
+        return Job(student, assignment, r.sha256, r.attempts,
+                   *(_note(r.outcome) if r.state != "done" else (0, "")))
 
     def renew(self, job: Job, owner: str, lease_s: float) -> bool:
         """Extend this claim's lease (a heartbeat); False if the job is no longer ours."""
@@ -193,24 +232,35 @@ class Ledger:
         """Give the job back (Ctrl-C): pending again. False if it was no longer ours."""
         return self._update_ours(job, owner, state="pending", owner=None, lease_until=None)
 
+    def fault(self, job: Job, owner: str, reason: str) -> int | None:
+        """This claim ended in a fault that is not the submission's (``reason``): the job
+        goes back to the queue with one fault more. Returns the job's faults now, None if
+        the claim was no longer ``owner``'s."""
+        faults = job.faults + 1
+        ok = self._update_ours(job, owner, state="pending", owner=None, lease_until=None,
+                               outcome=_noted(faults, reason))
+        return faults if ok else None
+
     def release_dead(self, host: str, alive: Callable[[int], bool]) -> int:
         """Running jobs of workers on ``host`` whose pid is not ``alive`` go back to pending
-        (a killed run on this machine need not wait for its leases). Returns how many."""
+        with one fault more (a killed run on this machine need not wait for its leases).
+        Returns how many."""
         freed = 0
         with self.engine.begin() as conn:
             rows = conn.execute(select(jobs.c.student, jobs.c.assignment, jobs.c.owner,
-                                       jobs.c.attempts)
+                                       jobs.c.attempts, jobs.c.outcome)
                                 .where(jobs.c.state == "running",
                                        jobs.c.owner.startswith(host + ":", autoescape=True))).all()
             for r in rows:
                 o_host, pid, _slot = _parse_owner(r.owner)
                 if o_host != host or pid is None or alive(pid):
                     continue
+                faults = _note(r.outcome)[0] + 1
                 freed += conn.execute(update(jobs).where(
                     self._key(r.student, r.assignment), jobs.c.state == "running",
                     jobs.c.owner == r.owner, jobs.c.attempts == r.attempts).values(
                     state="pending", owner=None, lease_until=None,
-                    updated_at=self._now())).rowcount
+                    outcome=_noted(faults, DEAD_WORKER), updated_at=self._now())).rowcount
         return freed
 
     def counts(self) -> dict[str, int]:

@@ -17,8 +17,13 @@
 4. reports: ``reports/grades.csv`` and ``grades.json`` (one row per student and assignment of
    the whole class, from the ledger, with status and reason) and nbgrader's export
    ``reports/nbgrader_grades.csv``; feedback under ``feedback/<student>/<assignment>/``.
+   A field that a spreadsheet would run as a formula is neutralised
+   (:func:`~grader.grading.intake.csv_safe`).
 
-Submissions are only read, never changed; one failure never stops the others.
+Submissions are only read, never changed (:mod:`.intake` reads them as data, never
+following a link); one failure never stops the others. A folder in ``submitted/`` whose
+name is not a valid student id (:func:`~grader.grading.intake.id_problem`) is not graded and
+never names a file: it is reported as ``invalid`` with the reason.
 """
 from __future__ import annotations
 
@@ -28,16 +33,18 @@ import hashlib
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import procs
+from . import intake, procs
 from .config import GradingConfig, load, with_overrides
 from .item import Outcome, api, submission_sha256
 from .progress import Progress, summary
@@ -74,8 +81,29 @@ def assignments(course: Path) -> list[str]:
 
 
 def students(course: Path) -> list[str]:
+    """The names in ``submitted/`` that are folders or links (a link is refused when read)."""
     sub = course / "submitted"
-    return sorted(p.name for p in sub.iterdir() if p.is_dir()) if sub.is_dir() else []
+    if not sub.is_dir():
+        return []
+    with os.scandir(sub) as it:
+        return sorted(e.name for e in it if e.is_symlink() or e.is_dir(follow_symlinks=False))
+
+
+def _rejected(cfg: GradingConfig, who: list[str], names: list[str]) -> tuple[list[str], list[Outcome]]:
+    """(the valid student ids, an ``invalid`` outcome for each other folder of every
+    assignment): an id that is too long or holds other characters never names a file."""
+    from .item import max_score
+
+    ok, bad = [], []
+    for s in who:
+        why = intake.id_problem("student", s, cfg.submission.max_id_length)
+        if why is None:
+            ok.append(s)
+            continue
+        label = intake.shown(s, 40)
+        bad += [Outcome(label, a, 0.0, max_score(cfg.db_url, a), "invalid",
+                        f"not graded: {why}; rename the folder submitted/{label}") for a in names]
+    return ok, bad
 
 
 @contextmanager
@@ -122,22 +150,34 @@ def _write_reports(cfg: GradingConfig, everything: list[Outcome]) -> None:
         w = csv.writer(f)
         w.writerow(["student", "assignment", "score", "max_score", "status", "reason", "seconds"])
         for o in everything:
-            w.writerow([o.student, o.assignment, f"{o.score:g}", f"{o.max_score:g}", o.status,
-                        o.reason, f"{o.seconds:.1f}"])
+            w.writerow([intake.csv_safe(v) for v in (
+                o.student, o.assignment, f"{o.score:g}", f"{o.max_score:g}", o.status,
+                o.reason, f"{o.seconds:.1f}")])
     (reports / "grades.json").write_text(json.dumps([asdict(o) for o in everything], indent=1))
     _export(cfg, reports / "nbgrader_grades.csv")
+    _neutralise(reports / "nbgrader_grades.csv")
+
+
+def _neutralise(path: Path) -> None:
+    """Rewrite a CSV file with every field :func:`~grader.grading.intake.csv_safe`."""
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows([[intake.csv_safe(v) for v in row] for row in rows])
 
 
 class _Worker:
     def __init__(self, cfg: GradingConfig, slot: int, overrides: dict, only: list | None) -> None:
         self.slot = slot
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{slot}"
+        self.runtime = tempfile.mkdtemp(prefix=f"grading-slot{slot}-")
         r, w = os.pipe()
         log = open(cfg.course / "reports" / "logs" / f"worker-{slot}.log", "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "grader.grading.worker", "--course", str(cfg.course),
              "--slot", str(slot), "--owner", self.owner, "--events", str(w),
-             "--overrides", json.dumps(overrides), "--only", json.dumps(only) if only else ""],
+             "--overrides", json.dumps(overrides), "--only", json.dumps(only) if only else "",
+             "--runtime", self.runtime],
             cwd=cfg.course, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             pass_fds=(w,), start_new_session=True)
         log.close()
@@ -152,10 +192,16 @@ class _Worker:
         except ProcessLookupError:
             pass
 
+    def ended(self) -> None:
+        """The worker process has ended: its runtime folder goes (it may have been killed
+        before it could remove it)."""
+        shutil.rmtree(self.runtime, ignore_errors=True)
+
 
 def _run_workers(cfg: GradingConfig, workers: list[_Worker], overrides: dict, only: list | None,
                  progress: Progress | None, ledger) -> None:
-    deadline = cfg.limits.notebook_timeout_s + 120   # the worker's own watchdog acts first
+    # the worker's own watchdogs (the notebook, then its feedback page) act first
+    deadline = cfg.limits.notebook_timeout_s + cfg.limits.feedback_timeout_s + 120
     try:
         while workers:
             ready, _, _ = select.select([w.events for w in workers], [], [], 1.0)
@@ -164,7 +210,15 @@ def _run_workers(cfg: GradingConfig, workers: list[_Worker], overrides: dict, on
                     line = w.events.readline()
                     if not line:                      # the worker ended
                         w.proc.wait()
+                        w.ended()
                         workers.remove(w)
+                        if w.job is not None:   # while grading: not the submission's doing
+                            job = ledger.job(*w.job)
+                            if job is not None:
+                                ledger.fault(job, w.owner, "its grading worker stopped (exit "
+                                             f"code {w.proc.returncode}) while grading it")
+                            if progress:
+                                progress.running.pop(w.slot, None)
                         if w.proc.returncode not in (0, None) and progress is not None:
                             print(f"\nworker {w.slot} stopped with exit code {w.proc.returncode}; see "
                                   f"reports/logs/worker-{w.slot}.log", file=sys.stderr)
@@ -178,11 +232,18 @@ def _run_workers(cfg: GradingConfig, workers: list[_Worker], overrides: dict, on
                         w.job = None
                         if progress:
                             progress.finished(w.slot, Outcome.from_dict(ev["outcome"]), ev["recorded"])
+                    elif ev["event"] == "fault":
+                        w.job = None
+                        if progress:
+                            progress.running.pop(w.slot, None)
+                            progress.note(f"{ev['student']} {ev['assignment']} goes back to the "
+                                          f"queue: {ev['reason']}")
                 elif w.job and time.monotonic() - w.started > deadline:
                     # The worker itself did not stop the notebook: end it and record why.
                     w.stop(signal.SIGKILL)
                     procs.kill_descendants(w.proc.pid)
                     w.proc.wait()
+                    w.ended()
                     from .item import max_score
                     o = Outcome(*w.job, 0.0, max_score(cfg.db_url, w.job[1]), "timeout",
                                 f"grading took longer than {deadline:g} s and the grading worker "
@@ -204,6 +265,7 @@ def _run_workers(cfg: GradingConfig, workers: list[_Worker], overrides: dict, on
                 w.stop(signal.SIGKILL)
                 procs.kill_descendants(w.proc.pid)
                 w.proc.wait()
+            w.ended()
         raise
 
 
@@ -223,8 +285,13 @@ def grade_course(course: str | Path = "exercises", *, only_students: list[str] |
     (course / "reports" / "logs").mkdir(parents=True, exist_ok=True)
     os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
     names = [a for a in assignments(course) if not only_assignments or a in only_assignments]
+    for a in names:
+        why = intake.id_problem("assignment", a, cfg.submission.max_id_length)
+        if why:
+            raise ValueError(f"source/{intake.shown(a)}: {why}; rename the assignment folder")
     who = [s for s in students(course) if not only_students or s in only_students]
-    scope = [(s, a) for s in who for a in names]
+    scope = [(s, a) for s in who for a in names
+             if intake.id_problem("student", s, cfg.submission.max_id_length) is None]
 
     from .ledger import Ledger
 
@@ -254,7 +321,8 @@ def grade_course(course: str | Path = "exercises", *, only_students: list[str] |
             if regrade:
                 for s, a in scope:
                     ledger.forget(student=s, assignment=a)
-            ledger.sync([(s, a, hashlib.sha256((submission_sha256(course, s, a) + digest[a]).encode()).hexdigest())
+            ledger.sync([(s, a, hashlib.sha256((submission_sha256(course, s, a, cfg.submission)
+                                                + digest[a]).encode()).hexdigest())
                          for s, a in scope])
             ledger.release_dead(socket.gethostname(), procs.alive)
 
@@ -262,6 +330,7 @@ def grade_course(course: str | Path = "exercises", *, only_students: list[str] |
         for w in workers:               # interrupted during the set-up
             w.stop(signal.SIGKILL)
             w.proc.wait()
+            w.ended()
         raise
     done_before = {(r["student"], r["assignment"]) for r in ledger.results()}
     todo = [x for x in scope if x not in done_before]
@@ -270,6 +339,7 @@ def grade_course(course: str | Path = "exercises", *, only_students: list[str] |
         for w in workers:
             w.stop(signal.SIGTERM)
             w.proc.wait()
+            w.ended()
     else:
         try:
             while True:
@@ -289,9 +359,10 @@ def grade_course(course: str | Path = "exercises", *, only_students: list[str] |
             if progress:
                 progress.close()
     results = {(r["student"], r["assignment"]): Outcome.from_dict(r) for r in ledger.results()}
-    _write_reports(cfg, list(results.values()))
+    _, rejected = _rejected(cfg, who, names)
+    _write_reports(cfg, list(results.values()) + rejected)
     missing = [x for x in scope if x not in results]
     if missing:
         raise RuntimeError(f"{len(missing)} submissions were not graded (e.g. {missing[0]}); "
                            "see reports/logs/worker-*.log and run again to finish")
-    return GradingRun(course, [results[x] for x in scope], time.perf_counter() - t0, n)
+    return GradingRun(course, [results[x] for x in scope] + rejected, time.perf_counter() - t0, n)

@@ -9,7 +9,7 @@ import os
 import signal
 from pathlib import Path
 
-__all__ = ["descendants", "kill_descendants", "alive"]
+__all__ = ["descendants", "kill_descendants", "alive", "kill_uid", "uid_of"]
 
 
 def _parents() -> dict[int, int]:
@@ -59,3 +59,37 @@ def alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def uid_of(pid: int) -> int | None:
+    """The real uid of process ``pid`` (None: gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("Uid:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def kill_uid(uid: int, within: float = 5.0) -> int:
+    """SIGKILL every process whose real uid is ``uid`` (a sandbox slot's: no other process
+    runs as it) until none is left or ``within`` seconds passed; how many were sent it."""
+    import time
+
+    if uid <= 0:
+        raise ValueError(f"kill_uid: refusing uid {uid}")
+    sent, end = 0, time.monotonic() + within
+    while time.monotonic() < end:
+        left = [int(d.name) for d in Path("/proc").iterdir()
+                if d.name.isdigit() and uid_of(int(d.name)) == uid]
+        if not left:
+            break
+        for p in left:
+            try:
+                os.kill(p, signal.SIGKILL)
+                sent += 1
+            except ProcessLookupError:
+                pass
+        time.sleep(0.02)
+    return sent

@@ -25,12 +25,22 @@ def _clock(seconds: float) -> str:
 class Progress:
     def __init__(self, total: int, done_before: int = 0, stream: TextIO | None = None,
                  width: int = 28) -> None:
-        self.total, self.done, self.failed = total, done_before, 0
-        self.before = done_before
+        self.total, self.before = total, done_before
+        self.outcomes: dict[tuple[str, str], bool] = {}   # finished job -> graded?
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty()
         self.width, self.t0 = width, time.monotonic()
         self.running: dict[int, str] = {}
+
+    @property
+    def done(self) -> int:
+        """Jobs finished: each (student, assignment) once, however often it was finished
+        (a job taken over after a lease ran out can be reported by two workers)."""
+        return min(self.total, self.before + len(self.outcomes))
+
+    @property
+    def failed(self) -> int:
+        return sum(not ok for ok in self.outcomes.values())
 
     def _line(self) -> str:
         frac = self.done / self.total if self.total else 1.0
@@ -51,8 +61,7 @@ class Progress:
 
     def finished(self, slot: int, o: Outcome, recorded: bool = True) -> None:
         self.running.pop(slot, None)
-        self.done += 1
-        self.failed += o.status != "graded"
+        self.outcomes[(o.student, o.assignment)] = o.status == "graded"
         if self.tty:
             self._draw()
         else:

@@ -9,8 +9,11 @@ loopback) for the grading process. The kernel then runs as the worker slot's uid
 the system, Python, the ``grader`` package and its own folder (plus private ``/tmp``), has
 no network and runs under resource limits (:class:`~grader.grading.config.Limits`).
 
-When a kernel ends, the launcher records how (:func:`kernel_end`); :func:`describe_limit_hit`
-turns that, or an error a cell raised, into a sentence naming the limit, for feedback.
+Each submission gets its own folder (:func:`job`): the kernel's sockets, the grading side's
+connection files and how the kernel ended, removed when the submission is graded, so
+nothing of one student's kernels is there for the next. When a kernel ends, the launcher
+records how (:func:`kernel_end`); :func:`describe_limit_hit` turns that, or an error a
+cell raised, into a sentence naming the limit, for feedback.
 ``[sandbox] mode = "none"`` gives a plain kernel (trusted code only). See ``exercises/GRADING.md``.
 """
 from __future__ import annotations
@@ -21,6 +24,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
@@ -28,12 +33,14 @@ from traitlets.config import Config
 
 from .config import Limits, SandboxConfig
 
-__all__ = ["check", "prepare", "kernel_end", "describe_limit_hit", "as_cli_args", "TOOLS"]
+__all__ = ["check", "prepare", "job", "kernel_end", "describe_limit_hit", "as_cli_args",
+           "MACHINE_OOM", "TOOLS"]
 
 TOOLS = {"bwrap": "bubblewrap", "setpriv": "util-linux", "prlimit": "util-linux"}
 _NONE_HINT = ('or set [sandbox] mode = "none" in exercises/course.toml to grade without '
               "isolation (only for code you trust)")
 _SOCKET_PATH_MAX = 100  # a unix socket path has at most 107 bytes; the port is appended
+MACHINE_OOM = "machine-oom"   # kernel_end: the machine ran out of memory (not a limit hit)
 
 
 def check(cfg: SandboxConfig) -> str | None:
@@ -80,6 +87,20 @@ def _read_only_paths(extra: tuple[str, ...]) -> list[str]:
     return out
 
 
+def _grader_dir() -> str:
+    import grader
+
+    return os.path.realpath(Path(grader.__file__).parent)
+
+
+def _venv_links() -> list[list[str]]:
+    """``[target, path]`` of the virtualenv when its path is a symbolic link (a worktree's
+    ``.venv``): the kernel starts Python by that path, so the sandbox has the link too."""
+    if os.path.islink(sys.prefix):
+        return [[os.path.realpath(sys.prefix), sys.prefix]]
+    return []
+
+
 def prepare(limits: Limits, cfg: SandboxConfig, slot: int,
             runtime_dir: Path) -> tuple[dict[str, str], Config]:
     """Kernelspec, settings and config so that kernels of worker ``slot`` start sandboxed.
@@ -121,7 +142,11 @@ def prepare(limits: Limits, cfg: SandboxConfig, slot: int,
                 "ro": _read_only_paths(cfg.extra_ro), "ipc_dir": str(ipc_dir),
                 "runtime_dir": str(runtime_dir), "python": sys.executable,
                 "python_bin": os.path.dirname(sys.executable),
-                "devices": sorted(str(p) for p in Path("/dev").glob("nvidia*"))}
+                "devices": sorted(str(p) for p in Path("/dev").glob("nvidia*")),
+                "links": _venv_links(), "cgroups": True,
+                # the grader package the grading process uses, first (the venv's editable
+                # install may point at another checkout, which the sandbox does not show)
+                "pythonpath": str(Path(_grader_dir()).parent)}
     settings_file = runtime_dir / "sandbox.json"
     settings_file.write_text(json.dumps(settings, indent=1))
     argv = [sys.executable, "-m", "grader.grading.sandbox_kernel", "--settings",
@@ -141,8 +166,41 @@ def as_cli_args(config: Config) -> list[str]:
             for key, value in values.items()]
 
 
+@contextmanager
+def job(runtime_dir: Path, cfg: SandboxConfig, slot: int):
+    """A fresh folder below ``runtime_dir`` for one submission's kernels, removed afterwards:
+    yields ``(folder, env, config)``. With isolation, ``folder/ipc`` (the slot's uid: the
+    kernels' sockets) and ``folder/conn`` (root's: the connection files, ``env``'s
+    ``JUPYTER_RUNTIME_DIR``), and ``config`` points the kernels' sockets there; the launcher
+    writes how each kernel ended to ``folder`` (:func:`kernel_end`)."""
+    Path(runtime_dir).mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="j", dir=Path(runtime_dir).resolve()))
+    env: dict[str, str] = {}
+    config = Config()
+    try:
+        if cfg.mode != "none":
+            uid = cfg.uid_base + slot
+            os.chmod(folder, 0o711)
+            (folder / "ipc").mkdir(mode=0o700)
+            os.chown(folder / "ipc", uid, uid)
+            (folder / "conn").mkdir(mode=0o700)
+            ip = str(folder / "ipc" / "k")
+            if len(ip) + 8 > _SOCKET_PATH_MAX:
+                raise ValueError(f"runtime folder {runtime_dir} is too long for unix socket "
+                                 f"paths ({ip}-<port>): use a shorter one")
+            env["JUPYTER_RUNTIME_DIR"] = str(folder / "conn")
+            config.KernelManager.transport = "ipc"
+            config.KernelManager.ip = ip
+        yield folder, env, config
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def kernel_end(runtime_dir: Path) -> str | None:
-    """How the last sandboxed kernel of this runtime dir ended: ``"SIGXCPU"``, ``"exit 0"``...
+    """How the last sandboxed kernel of this folder (:func:`prepare`'s or :func:`job`'s)
+    ended: ``"SIGXCPU"``, ``"exit 0"``..., or why the sandbox ended it: ``"files-limit"``,
+    ``"memory-limit"`` (its own limits), :data:`MACHINE_OOM` (the machine ran out of
+    memory: a grading fault, not the student's).
 
     Read it when the kernel died while a cell ran (nbclient's ``DeadKernelError``): after a
     normal end it is ``"exit 0"``, or ``"SIGTERM"`` when the client stopped the kernel
@@ -153,13 +211,19 @@ def kernel_end(runtime_dir: Path) -> str | None:
         end = json.loads((Path(runtime_dir) / "kernel_end.json").read_text())
     except (OSError, ValueError):
         return None
-    return end["signal"] or f"exit {end['exit_code']}"
+    cause = {"files": "files-limit", "memory": "memory-limit",
+             "machine-oom": MACHINE_OOM}.get(end.get("cause") or "")
+    return cause or end["signal"] or f"exit {end['exit_code']}"
 
 
 _SIGNALS = {
     "SIGXCPU": "the CPU time limit ({cpu_seconds} s of CPU time) was reached and the kernel was stopped",
-    "SIGKILL": ("the kernel was killed (SIGKILL): most often the machine ran out of memory "
-                "(memory limit {memory_gb:g} GB per process)"),
+    "SIGKILL": ("the kernel was killed (SIGKILL; not by the out-of-memory killer: memory "
+                "limit {memory_gb:g} GB)"),
+    "memory-limit": ("the memory limit ({memory_gb:g} GB for the notebook's processes together) "
+                     "was reached and the kernel was stopped"),
+    "files-limit": ("the limit on what a notebook may write into its folder ({kernel_files} "
+                    "files and folders, {kernel_disk_mb} MB) was reached and the kernel was stopped"),
     "SIGXFSZ": "the file size limit ({file_size_mb} MB per file) was reached",
     "SIGSEGV": "the kernel crashed (SIGSEGV, a segmentation fault)",
 }

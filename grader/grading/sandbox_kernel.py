@@ -11,9 +11,15 @@ place the kernel may write, and runs the real kernel as::
           python -m ipykernel_launcher -f <connection file>
 
 It spawns and waits (it does not ``exec``) so that it can forward ``SIGINT``/``SIGTERM`` to
-the kernel and write how the kernel ended (exit status or signal) to a file the kernel
-cannot reach, read back by :func:`grader.grading.sandbox.kernel_end`. Only the standard
-library is imported here: this runs for every kernel start.
+the kernel and write how the kernel ended (exit status or signal, and why: a limit of the
+sandbox or the machine out of memory) to a file the kernel cannot reach, read back by
+:func:`grader.grading.sandbox.kernel_end`. Meanwhile it bounds the whole sandbox: a control
+group of its own where the machine allows one (:mod:`grader.grading.bounds`: memory and
+processes of all the kernel's processes together), and a watch on the kernel's folder that
+ends the kernel when it holds more than ``kernel_files`` entries or ``kernel_disk_mb`` MB.
+The kernel's socket folder is the one its connection file names (one per submission, made
+by :func:`grader.grading.sandbox.job`). Only the standard library is imported here: this
+runs for every kernel start.
 """
 from __future__ import annotations
 
@@ -23,10 +29,13 @@ import os
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from . import bounds
 
 # environment variables the kernel sees from the grading process, by name: everything else
 # (a database URL, COURSE_HUB_PASSWORD, a token) is dropped by --clearenv
@@ -58,12 +67,14 @@ def _cap(res: int, value: int) -> int:
 
 
 def bwrap_command(settings: dict, workdir: str, connection_file: str,
-                  kernel_args: list[str] = (), status_fd: int | None = None) -> list[str]:
+                  kernel_args: list[str] = (), status_fd: int | None = None,
+                  ipc_dir: str | None = None) -> list[str]:
     """The whole command line (bwrap, setpriv, prlimit, kernel) for one kernel in ``workdir``.
 
     ``kernel_args`` are the options the client adds (nbclient:
     ``--HistoryManager.hist_file=:memory:``), passed on to the kernel; bwrap writes the pid
-    of the namespace's init (the kernel's parent) to ``status_fd``."""
+    of the namespace's init (the kernel's parent) to ``status_fd``; ``ipc_dir``: this
+    submission's socket folder (default: the slot's, ``settings["ipc_dir"]``)."""
     lim = settings["limits"]
     uid, gid = settings["uid"], settings["gid"]
     mem = int(lim["memory_gb"] * 2**30)
@@ -86,7 +97,7 @@ def bwrap_command(settings: dict, workdir: str, connection_file: str,
     for dev in settings.get("devices", []):
         cmd += ["--dev-bind", dev, dev]
     binds = [(p, "--ro-bind") for p in settings["ro"]]
-    binds += [(workdir, "--bind"), (settings["ipc_dir"], "--bind")]
+    binds += [(workdir, "--bind"), (ipc_dir or settings["ipc_dir"], "--bind")]
     mounted = ["/usr", "/etc"]  # folders inside these exist already (not inside the tmpfs /tmp)
     made: set[str] = set()
     for path, how in sorted(binds, key=lambda b: b[0]):
@@ -99,10 +110,17 @@ def bwrap_command(settings: dict, workdir: str, connection_file: str,
             made.add(anc)
         cmd += [how, path, path]
         mounted.append(path)
+    for target, link in settings.get("links", []):
+        for anc in _ancestors(link):
+            if anc not in made and not _inside(anc, mounted):
+                cmd += ["--perms", "0755", "--dir", anc]
+                made.add(anc)
+        cmd += ["--symlink", target, link]
     env = {"HOME": "/tmp", "USER": "student", "LOGNAME": "student",
            "PATH": os.pathsep.join([settings["python_bin"], "/usr/local/bin", "/usr/bin", "/bin"]),
            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1",
            "MPLCONFIGDIR": "/tmp/.matplotlib", "LANG": "C.UTF-8",
+           **({"PYTHONPATH": settings["pythonpath"]} if settings.get("pythonpath") else {}),
            # ipykernel: its parent is the namespace's pid 1 (no parent polling, no banner)
            "JPY_PARENT_PID": "1"}
     for k, v in os.environ.items():
@@ -189,6 +207,23 @@ def describe_status(code: int) -> dict:
     return {"signal": None, "exit_code": code}
 
 
+def _ipc_dir(connection_file: str, settings: dict) -> str | None:
+    """The socket folder the connection file names (``<job>/ipc/k``), if it is one of this
+    slot's, below its runtime folder and not a link; else None."""
+    try:
+        ip = json.loads(Path(connection_file).read_text())["ip"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    folder = os.path.dirname(str(ip))
+    runtime = settings["runtime_dir"].rstrip("/") + "/"
+    if os.path.realpath(folder) != folder or not folder.startswith(runtime):
+        return None
+    st = os.lstat(folder) if os.path.lexists(folder) else None
+    if st is None or not stat.S_ISDIR(st.st_mode) or st.st_uid != settings["uid"]:
+        return None
+    return folder
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[0] != "--settings":
         print("usage: python -m grader.grading.sandbox_kernel --settings FILE CONNECTION_FILE "
@@ -201,23 +236,48 @@ def main(argv: list[str]) -> int:
     if reason:
         print(reason, file=sys.stderr)
         return 2
-    end_file = Path(settings["runtime_dir"]) / "kernel_end.json"
+    ipc_dir = _ipc_dir(argv[2], settings)
+    if ipc_dir is None:
+        print(f"refusing to start a sandboxed kernel: the connection file {argv[2]} does not "
+              f"name a socket folder of this slot below {settings['runtime_dir']}", file=sys.stderr)
+        return 2
+    end_file = Path(ipc_dir).parent / "kernel_end.json"
     end_file.unlink(missing_ok=True)
     uid, gid = settings["uid"], settings["gid"]
+    lim = settings["limits"]
     owner = os.stat(workdir)
     links_before = _links(workdir)
     _chown_tree(workdir, uid, gid)
     # the kernel reads its connection file (and its HMAC key) from the socket folder
-    conn = Path(settings["ipc_dir"]) / Path(argv[2]).name
+    conn = Path(ipc_dir) / Path(argv[2]).name
     shutil.copyfile(argv[2], conn)
     os.chown(conn, uid, gid)
     os.chmod(conn, 0o400)
+    box = None
+    if settings.get("cgroups", True):
+        box = bounds.Box.create(f"course-grading-{uid}-{os.getpid()}",
+                                 int(lim["memory_gb"] * 2**30), lim["processes"] + 16)
+    oom_before = bounds.machine_oom_kills()
+
+    def start() -> None:
+        _die_with_me()
+        if box is not None:
+            box.add(os.getpid())
 
     r, w = os.pipe()
-    proc = subprocess.Popen(bwrap_command(settings, workdir, str(conn), argv[3:], w), pass_fds=(w,),
-                            start_new_session=True, preexec_fn=_die_with_me,
+    proc = subprocess.Popen(bwrap_command(settings, workdir, str(conn), argv[3:], w, ipc_dir),
+                            pass_fds=(w,), start_new_session=True, preexec_fn=start,
                             stdin=subprocess.DEVNULL)
     os.close(w)
+
+    def stop() -> None:
+        proc.kill()   # bwrap: the sandbox's init dies with it (--die-with-parent)
+        if box is not None:
+            box.kill()
+
+    watch = bounds.Watch(workdir, lim.get("kernel_files", 2000),
+                   int(lim.get("kernel_disk_mb", 512) * 2**20), stop)
+    watch.start()
     kernel: list[int] = []  # a pidfd: no signal can reach a recycled pid
     pending: list[int] = []  # signals that came before the kernel's pid was known
 
@@ -244,7 +304,12 @@ def main(argv: list[str]) -> int:
             pass
         status.read()
     code = proc.wait()
-    end = describe_status(code) | {"time": time.time(), "workdir": workdir}
+    watch.done.set()
+    end = describe_status(code) | {"time": time.time(), "workdir": workdir,
+                                   "cgroup": box is not None}
+    end["cause"] = bounds.cause(end, watch, box, oom_before)
+    if box is not None:
+        box.remove()
     tmp = end_file.with_suffix(".tmp")
     tmp.write_text(json.dumps(end))
     tmp.replace(end_file)

@@ -9,14 +9,24 @@ The ledger (:mod:`.ledger`, in the gradebook's database) is the truth: a job is 
 with a lease that a background thread renews; the outcome is stored only while the lease is
 still this worker's, so a job taken over after a lease ran out is never recorded twice. On
 SIGTERM (the parent was interrupted) the running kernel is killed and the job is handed
-back, not recorded.
+back, not recorded. A job that failed for reasons that are not the submission's
+(:class:`~grader.grading.item.GradingFault`, a crashed or killed worker, a lost lease) goes
+back to the queue; once it has failed :data:`MAX_FAULTS` times it is recorded as ``failed``
+with the last reason, not graded again.
+
+Each job's kernels get a folder of their own (:func:`grader.grading.sandbox.job`: sockets,
+connection files), removed when the job ends; the worker's runtime folder
+(``--runtime``, made by the parent, which removes it when the worker has ended) holds only
+the kernelspec and these job folders.
 """
 from __future__ import annotations
 
 import argparse
+import copy
 import fcntl
 import json
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -28,9 +38,10 @@ from pathlib import Path
 
 from . import procs
 from .config import GradingConfig, load, with_overrides
-from .item import Outcome, grade_one, max_score
+from .item import GradingFault, Outcome, grade_one, log_name, max_score
 
 LEASE_S = 90.0        # a job whose worker stops renewing is free again after this long
+MAX_FAULTS = 3        # faults (not the submission's) after which a job is recorded as failed
 
 
 def sandbox_slot(cfg: GradingConfig, slot: int, tries: int = 256):
@@ -85,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--events", type=int, required=True, help="file descriptor for JSON events")
     p.add_argument("--overrides", default="{}", help="JSON: config values to override")
     p.add_argument("--only", default="", help="JSON list of [student, assignment] to take")
+    p.add_argument("--runtime", default="", help="this worker's runtime folder (default: a new "
+                   "one in the temp folder, removed at the end)")
     a = p.parse_args(argv)
     events = os.fdopen(a.events, "w", buffering=1)
     os.set_inheritable(a.events, False)
@@ -93,16 +106,23 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
     os.environ["MPLBACKEND"] = "Agg"
     os.environ["COURSE_CELL_TIMEOUT"] = str(cfg.limits.cell_timeout_s)
-    runtime = Path(tempfile.mkdtemp(prefix=f"grading-slot{a.slot}-"))
+    runtime = Path(a.runtime) if a.runtime else Path(tempfile.mkdtemp(prefix=f"grading-slot{a.slot}-"))
+    runtime.mkdir(mode=0o711, exist_ok=True)
     os.chmod(runtime, 0o711)
+    try:
+        return _serve(a, cfg, only, events, runtime)
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def _serve(a, cfg: GradingConfig, only, events, runtime: Path) -> int:
     uid_slot, _lock = sandbox_slot(cfg, a.slot)
     env, kernel_config = sandbox_setup(cfg, uid_slot, runtime)
     os.environ.update(env)
+    if cfg.sandbox.mode != "none":
+        kernel_config.GuardedExecute.sandbox_uid = cfg.sandbox.uid_base + uid_slot
 
-    from .sandbox import kernel_end as read_end
-
-    def kernel_end() -> str | None:
-        return read_end(runtime)
+    from . import sandbox
 
     # loaded (and the judges' fork server started) while the pipeline sets the course up
     from . import item, judge, judge_process  # noqa: F401
@@ -134,30 +154,63 @@ def main(argv: list[str] | None = None) -> int:
         if job is None:
             break
         emit(event="start", student=job.student, assignment=job.assignment, t=time.time())
+        if job.faults >= MAX_FAULTS:   # not graded again: recorded with the last reason
+            o = _failed(cfg, job)
+            emit(event="done", outcome=asdict(o), recorded=ledger.complete(job, a.owner, asdict(o)))
+            continue
         renew = _Renewer(ledger, job, a.owner)
         renew.start()
+        fault = None
         try:
-            o = grade_one(cfg, job.student, job.assignment, kernel_config=kernel_config,
-                          kill_kernels=procs.kill_descendants, logs=logs, kernel_end=kernel_end)
+            with sandbox.job(runtime, cfg.sandbox, uid_slot) as (folder, job_env, job_config):
+                os.environ.update(job_env)
+                config = copy.deepcopy(kernel_config)
+                config.merge(job_config)
+                o = grade_one(cfg, job.student, job.assignment, kernel_config=config,
+                              kill_kernels=procs.kill_descendants, logs=logs,
+                              kernel_end=lambda: sandbox.kernel_end(folder))
+        except GradingFault as e:
+            fault, o = str(e), None
         except Exception as e:  # noqa: BLE001 - a fault of the grader, not of the student
-            (logs / f"{job.student}-{job.assignment}.grader-error.log").write_text(traceback.format_exc())
+            name = log_name(job.student, job.assignment, ".grader-error.log")
             try:
-                top = max_score(cfg.db_url, job.assignment)
-            except Exception:  # noqa: BLE001
-                top = 0.0
-            o = Outcome(job.student, job.assignment, 0.0, top, "error",
-                        f"the grader failed ({type(e).__name__}: {e}); see "
-                        f"reports/logs/{job.student}-{job.assignment}.grader-error.log")
+                (logs / name).write_text(traceback.format_exc())
+            except OSError:
+                traceback.print_exc()
+            o = Outcome(job.student, job.assignment, 0.0, _top(cfg, job.assignment), "error",
+                        f"the grader failed ({type(e).__name__}: {str(e)[:300]}); see "
+                        f"reports/logs/{name}")
         renew.halt.set()
         renew.join()
         if stopping.is_set():
             ledger.release(job, a.owner)
             emit(event="released", student=job.student, assignment=job.assignment)
             break
+        if fault is not None:
+            faults = ledger.fault(job, a.owner, fault)
+            emit(event="fault", student=job.student, assignment=job.assignment, reason=fault,
+                 faults=faults)
+            continue
         recorded = ledger.complete(job, a.owner, asdict(o))
         emit(event="done", outcome=asdict(o), recorded=recorded)
     procs.kill_descendants()
     return 0
+
+
+def _top(cfg: GradingConfig, assignment: str) -> float:
+    try:
+        return max_score(cfg.db_url, assignment)
+    except Exception:  # noqa: BLE001 - the assignment is not in the gradebook
+        return 0.0
+
+
+def _failed(cfg: GradingConfig, job) -> Outcome:
+    """The outcome of a job that failed :data:`MAX_FAULTS` times for reasons that are not
+    the submission's: not graded, with the last reason."""
+    return Outcome(job.student, job.assignment, 0.0, _top(cfg, job.assignment), "failed",
+                   f"not graded: grading failed {job.faults} times for reasons that are not "
+                   f"the submission's, the last time because {job.fault or 'of an unknown fault'}; "
+                   "grade it again with --regrade once the machine is fixed")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ there. Each attack says where the judge stops it.
 """
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -305,3 +306,155 @@ def test_a7_message_counts_cannot_be_forged():
 
     results = a7.check_ring_all_reduce(a7_forged.ring_all_reduce, "torch")
     assert sum(r.points for r in results) < 6, [r.text() for r in results]
+
+
+# -- hostile submissions beside honest students (issue 15) -----------------------------------
+#
+# One class run grades every attack of tests/grading/attacks/hostile.py beside alice and bob,
+# under the small limits of hostile.COURSE_TOML; a second run grades alice and bob alone.
+# Every attack must be blocked with its reason recorded, and alice and bob must get exactly
+# the scores (cell by cell) they get alone.
+
+from grader.grading import intake  # noqa: E402
+from grader.grading.outputs import CUT  # noqa: E402
+from tests.grading.attacks import hostile  # noqa: E402
+
+
+def _class(attacks: bool) -> Path:
+    course = Path(tempfile.mkdtemp(prefix="hostile-"))
+    shutil.copy(EXERCISES / "nbgrader_config.py", course)
+    (course / "course.toml").write_text(hostile.COURSE_TOML)
+    shutil.copytree(EXERCISES / "source" / A1, course / "source" / A1)
+    shutil.copytree(EXERCISES / "hidden", course / "hidden")
+    for s in ("alice", "bob"):
+        shutil.copytree(EXERCISES / "submitted" / s / A1, course / "submitted" / s / A1)
+    if attacks:
+        hostile.build(course)
+    return course
+
+
+@pytest.fixture(scope="module")
+def hostile_run():
+    """(the run with the attacks, alice and bob alone, the attack course, the temp folder the
+    run used: TMPDIR, where grading keeps its runtime folders)."""
+    scratch = Path(tempfile.mkdtemp(prefix="hostile-tmp-"))
+    course, alone = _class(True), _class(False)
+    from grader.grading.pipeline import grade_course
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TMPDIR", str(scratch))
+        mp.setattr(tempfile, "tempdir", str(scratch))
+        run = grade_course(course, workers=2, verbose=False)
+        solo = grade_course(alone, workers=2, verbose=False)
+    yield run, solo, course, scratch
+    for p in (course, alone, scratch):
+        shutil.rmtree(p, ignore_errors=True)
+
+
+def _student(name: str) -> str:
+    return {"long_id": hostile.LONG_ID, "formula_id": hostile.FORMULA_ID}.get(name, name)
+
+
+@pytest.mark.parametrize("student", ["alice", "bob"])
+def test_honest_students_score_exactly_as_when_graded_alone(hostile_run, student):
+    run, solo, _, _ = hostile_run
+    beside, alone = run.find(student, A1), solo.find(student, A1)
+    assert (beside.status, beside.score, beside.max_score, beside.cells, beside.reason) == \
+           (alone.status, alone.score, alone.max_score, alone.cells, alone.reason)
+    assert alone.status == "graded" and alone.score == {"alice": 8, "bob": 7}[student]
+
+
+@pytest.mark.parametrize("name", sorted(hostile.ATTACKS))
+def test_each_attack_is_blocked_with_its_reason_recorded(hostile_run, name):
+    run, _, course, _ = hostile_run
+    _, status, score, words = hostile.ATTACKS[name]
+    student = _student(name)
+    if student in (hostile.LONG_ID, hostile.FORMULA_ID):
+        student = intake.shown(student, 40)   # such an id is reported, never used as a name
+    o = run.find(student, A1)
+    print(name, o)
+    assert (o.status, o.score, o.max_score) == (status, score, 8), o
+    assert words in o.reason, o.reason
+    rows = {r["student"]: r for r in csv.DictReader(open(course / "reports" / "grades.csv"))}
+    assert intake.csv_safe(student) in rows
+
+
+def _entries(folder: Path) -> dict[str, os.stat_result]:
+    return {str(p.relative_to(folder)): p.lstat() for p in folder.rglob("*")}
+
+
+def test_autograded_and_feedback_hold_only_what_the_student_submitted(hostile_run):
+    import stat
+
+    _, _, course, _ = hostile_run
+    for kind, extra in (("autograded", {f"{A1}.ipynb"}), ("feedback", {f"{A1}.html"})):
+        for folder in sorted((course / kind).glob(f"*/{A1}")):
+            sub = course / "submitted" / folder.parent.name / A1
+            mine = {rel for rel, st in _entries(sub).items()
+                    if stat.S_ISREG(st.st_mode) and st.st_nlink == 1} if sub.is_dir() else set()
+            for rel, st in _entries(folder).items():
+                if stat.S_ISDIR(st.st_mode):
+                    continue
+                assert stat.S_ISREG(st.st_mode) and st.st_nlink == 1, (kind, folder, rel)
+                assert rel in mine | extra, (kind, folder, rel)
+                if rel in mine - extra:
+                    assert (folder / rel).read_bytes() == (sub / rel).read_bytes()
+    links = course / "autograded" / "links" / A1
+    assert sorted(p.name for p in links.iterdir()) == [f"{A1}.ipynb"]
+    page = (course / "feedback" / "links" / A1 / f"{A1}.html").read_text()
+    assert "Grading note" in page and "symbolic link" in page and "/etc/shadow" in page
+
+
+def test_outputs_are_cut_by_bytes_in_the_notebook_and_the_feedback(hostile_run):
+    _, _, course, _ = hostile_run
+    for name in ("prints_3mb", "prints_10mb", "huge_header"):
+        nb = course / "autograded" / name / A1 / f"{A1}.ipynb"
+        page = course / "feedback" / name / A1 / f"{A1}.html"
+        assert nb.stat().st_size < 2**20 + 2**18 and page.stat().st_size < 2 * 2**20, name
+        assert CUT in nb.read_text()
+
+
+def test_tampered_metadata_and_an_unpaired_marker_still_get_nbgraders_feedback(hostile_run):
+    _, _, course, _ = hostile_run
+    for name in ("tamper_ids", "tamper_types", "tamper_schema", "hidden_marker"):
+        page = (course / "feedback" / name / A1 / f"{A1}.html").read_text()
+        assert "could not be made" not in page and "test_experiment" in page, name
+
+
+def test_a_kernel_sees_only_its_own_socket_folder(hostile_run):
+    _, _, course, _ = hostile_run
+    nb = nbformat.read(course / "autograded" / "ipc_b_reader" / A1 / f"{A1}.ipynb", as_version=4)
+    seen = "".join(o.get("text", "") for o in nb.cells[2].outputs)
+    assert "SOCKET FOLDER" in seen
+    assert "note.txt" not in seen and "big.bin" not in seen, seen
+
+
+def test_grading_leaves_no_runtime_folder_behind(hostile_run):
+    _, _, _, scratch = hostile_run
+    assert sorted(p.name for p in scratch.iterdir()) == []
+
+
+def test_no_report_field_is_a_spreadsheet_formula(hostile_run):
+    _, _, course, _ = hostile_run
+    for name in ("grades.csv", "nbgrader_grades.csv"):
+        for row in csv.reader(open(course / "reports" / name)):
+            for field in row:
+                assert intake.csv_safe(field) == field, (name, field)
+
+
+def test_an_id_that_cannot_name_a_file_names_none(hostile_run):
+    _, _, course, _ = hostile_run
+    for folder in ("reports", "feedback", "autograded"):
+        names = [p.name for p in (course / folder).rglob("*")]
+        assert not any("x" * 70 in n or "HYPERLINK" in n for n in names), folder
+
+
+def test_a_kernel_over_the_sandboxs_memory_is_stopped_by_its_control_group(hostile_run):
+    from grader.grading.bounds import Box
+
+    box = Box.create(f"probe-{os.getpid()}", 2**30, 16)
+    if box is None:
+        pytest.skip("this machine gives the grader no control group: rlimits only")
+    box.remove()
+    o = hostile_run[0].find("k_memory", A1)
+    assert "the memory limit (2.5 GB for the notebook's processes together)" in o.reason, o

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.grading.config import Limits, load, with_overrides
+from grader.grading.config import Limits, SubmissionLimits, load, with_overrides
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -13,8 +13,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_shipped_course_file_loads_with_every_limit_set():
     cfg = load(ROOT / "exercises")
     text = (ROOT / "exercises" / "course.toml").read_text()
-    for name in Limits.__dataclass_fields__:
+    for name in [*Limits.__dataclass_fields__, *SubmissionLimits.__dataclass_fields__]:
         assert f"{name} =" in text, f"{name} is not documented in course.toml"
+    assert cfg.limits == Limits() and cfg.submission == SubmissionLimits()
     assert cfg.db_url == "sqlite:///" + str(ROOT / "exercises" / "gradebook.db")
     assert cfg.workers >= 1 and cfg.sandbox.mode == "auto"
 
@@ -44,3 +45,10 @@ def test_command_line_values_override_single_limits(tmp_path):
     cfg = with_overrides(load(tmp_path), memory_gb=2.5, cell_timeout_s=None, workers=5, sandbox_mode="none")
     assert cfg.limits.memory_gb == 2.5 and cfg.limits.cell_timeout_s == Limits().cell_timeout_s
     assert cfg.workers == 5 and cfg.sandbox.mode == "none"
+
+
+def test_submission_limits_are_read_and_overridden(tmp_path):
+    (tmp_path / "course.toml").write_text("[submission]\nmax_files = 3\nmax_notebook_mb = 1\n")
+    cfg = load(tmp_path)
+    assert (cfg.submission.max_files, cfg.submission.max_notebook_mb) == (3, 1.0)
+    assert with_overrides(cfg, max_files=7).submission.max_files == 7

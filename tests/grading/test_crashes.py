@@ -34,6 +34,10 @@ def test_the_dead_cell_is_read_from_the_trace_and_an_empty_trace_names_none(tmp_
     assert crashes.dead_cell(trace) is None
     trace.write_text("6\tcell 7 (grade id 'experiment')")
     assert crashes.dead_cell(trace) == (6, "cell 7 (grade id 'experiment')")
+    assert crashes.dead_cause(trace) is None
+    trace.write_text("6\tcell 7 (grade id 'experiment')\tfiles-limit")   # ended by the executor
+    assert crashes.dead_cell(trace) == (6, "cell 7 (grade id 'experiment')")
+    assert crashes.dead_cause(trace) == "files-limit"
 
 
 def _with_answer(course: Path, student: str, answers: dict[str, str]) -> None:
@@ -116,12 +120,37 @@ def test_after_the_last_attempt_the_whole_notebook_scores_zero_with_the_reason(m
         shutil.rmtree(course, ignore_errors=True)
 
 
-def test_the_guarded_executor_takes_the_place_of_nbgraders_and_nothing_else_changes():
+def test_the_guarded_executor_takes_the_place_of_nbgraders_and_outputs_are_bounded():
     from nbgrader.converters import Autograde
 
     args = crashes.autograde_args(Path("/t/cell"), [(3, "a"), (6, "b")])
     chain = eval(args[0].split("=", 1)[1])
     default = Autograde.class_traits()["autograde_preprocessors"].default()
-    assert chain[0] == "grader.grading.crashes.GuardedExecute" and len(chain) == len(default)
-    assert chain[1:] == [f"{p.__module__}.{p.__qualname__}" for p in default[1:]]
+    # the executor, then the outputs cut to the notebook's budget, then nbgrader's own steps
+    assert chain[:2] == ["grader.grading.crashes.GuardedExecute",
+                         "grader.grading.outputs.BoundOutputs"]
+    assert chain[2:] == [f"{p.__module__}.{p.__qualname__}" for p in default[1:]]
     assert args[1:] == ["--GuardedExecute.trace_file=/t/cell", "--GuardedExecute.skip_cells=3,6"]
+
+
+@pytest.mark.slow
+def test_a_kernel_the_machines_out_of_memory_killer_ended_is_a_grading_fault_not_a_zero(
+        tmp_path, monkeypatch):
+    import os
+    import sys
+
+    from grader.grading.config import load
+    from grader.grading.item import GradingFault, api, grade_one
+    from grader.grading.sandbox import MACHINE_OOM
+
+    course = tmp_path / "course"
+    course.mkdir()
+    shutil.copy(EXERCISES / "nbgrader_config.py", course)
+    shutil.copytree(EXERCISES / "source" / A1, course / "source" / A1)
+    shutil.copytree(EXERCISES / "hidden", course / "hidden")
+    _with_answer(course, "frank", {"experiment": KILL})
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    assert api(course).generate_assignment(A1, force=True)["success"]   # (runs alembic)
+    with pytest.raises(GradingFault, match="machine ran out of memory"):
+        grade_one(load(course), "frank", A1, kernel_end=lambda: MACHINE_OOM)
+    assert not (course / "feedback" / "frank").exists()   # nothing recorded or released

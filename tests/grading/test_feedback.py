@@ -4,7 +4,11 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-from grader.grading.feedback import StripTestTracebacks
+import time
+
+import pytest
+
+from grader.grading.feedback import ClearHiddenTestsSafely, StripTestTracebacks, in_child
 
 ROOT = Path(__file__).resolve().parents[2]
 HIDDEN = "grade(checks.check_secret(answer))"
@@ -44,4 +48,25 @@ def test_the_course_config_runs_it_after_clear_hidden_tests():
 
     cfg = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT / "exercises")).load_config()
     names = [p.__name__ for p in cfg.GenerateFeedback.preprocessors]
-    assert names.index("ClearHiddenTests") < names.index("StripTestTracebacks")
+    assert names.index("ClearHiddenTestsSafely") < names.index("StripTestTracebacks")
+
+
+def test_a_students_unpaired_hidden_tests_marker_does_not_stop_the_feedback():
+    nb = _notebook()
+    nb.cells[0].source = "answer = 4\n# ### BEGIN HIDDEN TESTS\n"
+    nb, _ = ClearHiddenTestsSafely(enforce_metadata=False).preprocess(nb, {})
+    assert nb.cells[0].source == "answer = 4\n# ### BEGIN HIDDEN TESTS\n"   # left as it is
+    assert HIDDEN not in nb.cells[1].source                                # the test's hidden
+
+
+def test_a_feedback_page_that_never_ends_is_stopped():
+    t0 = time.monotonic()
+    assert in_child(lambda: time.sleep(60) or {}, timeout=1.0) is None
+    assert time.monotonic() - t0 < 30
+    assert in_child(lambda: {"success": True, "log": "x" * 200_000}, timeout=30) == \
+        {"success": True, "log": "x" * 50_000, "error": ""}
+
+
+@pytest.mark.parametrize("fn", [lambda: 1 / 0, lambda: __import__("os")._exit(3)])
+def test_a_feedback_page_that_fails_is_none(fn):
+    assert in_child(fn, timeout=30) is None

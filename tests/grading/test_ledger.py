@@ -327,3 +327,42 @@ def test_killed_and_interrupted_workers_lose_nothing_and_grade_nothing_twice(db_
                 ended = {x[1] for x in ev if x[0] == w and x[2] == n_} & {"released", "refused"}
                 assert ended or (w == "A" and last_claim["A"] == (student, n_)), (student, ev)
     assert oks("C") > 0 and not any(ln[0] == "refused" for ln in _lines(logs["C"]))
+
+
+def test_a_fault_sends_the_job_back_counted_and_behind_fresh_jobs(ledger):
+    ledger.sync(items(2))
+    job = ledger.claim("h:1:0", 60)
+    assert (job.faults, job.fault) == (0, "")
+    assert ledger.fault(job, "h:2:0", "not mine") is None          # fenced like complete
+    assert ledger.fault(job, "h:1:0", "the machine ran out of memory") == 1
+    assert ledger.counts() == {"pending": 2, "running": 0, "done": 0}
+    fresh = ledger.claim("h:1:0", 60)                              # claimed fewer times: first
+    assert fresh.student != job.student and fresh.faults == 0
+    again = ledger.claim("h:1:0", 60)
+    assert (again.student, again.faults, again.fault) == (job.student, 1, "the machine ran out of memory")
+    assert ledger.job(job.student, "a1") == again
+    assert ledger.complete(again, "h:1:0", {"status": "graded"})
+    assert ledger.job(job.student, "a1").faults == 0               # done: the note is gone
+
+
+def test_a_lost_lease_and_a_dead_worker_count_as_faults(ledger):
+    from grader.grading.ledger import DEAD_WORKER, LOST_LEASE
+
+    ledger.sync(items(1))
+    slow = ledger.claim("h:1:0", 0.2)
+    time.sleep(0.5)
+    taken = ledger.claim("h:2:0", 60)
+    assert (taken.student, taken.faults, taken.fault) == (slow.student, 1, LOST_LEASE)
+    ledger.sync(items(2))
+    dead = ledger.claim("here:111:0", 600)
+    assert ledger.release_dead("here", lambda pid: False) == 1
+    back = ledger.claim("h:3:0", 60)
+    assert (back.student, back.faults, back.fault) == (dead.student, 1, DEAD_WORKER)
+
+
+def test_a_resubmission_or_forget_clears_the_faults(ledger):
+    ledger.sync(items(1))
+    job = ledger.claim("h:1:0", 60)
+    ledger.fault(job, "h:1:0", "crash")
+    ledger.sync(items(1, sha="h1"))
+    assert ledger.claim("h:1:0", 60).faults == 0

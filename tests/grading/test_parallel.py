@@ -161,3 +161,43 @@ def test_the_progress_bar_redraws_one_line_on_a_terminal_and_logs_a_line_per_job
     lines = log.getvalue().splitlines()
     assert len(lines) == 2 and "2/4" in lines[0] and "ann a1: 8/8 graded" in lines[0]
     assert "ben a1: 0/8 invalid" in lines[1]
+
+
+def test_a_job_finished_twice_counts_once_in_the_progress():
+    import io
+    from grader.grading.progress import Progress
+
+    p = Progress(2, stream=io.StringIO())
+    for _ in range(8):       # taken over after its lease ran out, reported by each claimant
+        p.finished(0, Outcome("ann", "a1", 0, 8, "timeout", seconds=1.0))
+    assert (p.done, p.failed) == (1, 1)
+    p.finished(1, Outcome("ann", "a1", 8, 8, "graded", seconds=1.0))
+    p.finished(1, Outcome("ben", "a1", 8, 8, "graded", seconds=1.0))
+    assert (p.done, p.failed) == (2, 0) and "2/2" in p._line()
+
+
+def test_a_job_that_failed_too_often_is_recorded_as_failed_not_graded_forever():
+    import hashlib
+
+    from grader.grading.config import load
+    from grader.grading.item import submission_sha256
+    from grader.grading.pipeline import _assignment_digest
+    from grader.grading.worker import MAX_FAULTS
+
+    course = make_class(1)
+    try:
+        cfg = load(course)
+        student = next(p.name for p in (course / "submitted").iterdir())
+        sha = hashlib.sha256((submission_sha256(course, student, A1, cfg.submission)
+                              + _assignment_digest(course, A1)).encode()).hexdigest()
+        with Ledger(cfg.db_url) as led:
+            led.sync([(student, A1, sha)])
+            for _ in range(MAX_FAULTS):
+                led.fault(led.claim("h:1:0", 60), "h:1:0", "the machine ran out of memory")
+        run = grade_course(course, workers=1, verbose=False)
+        o = run.find(student, A1)
+        assert (o.status, o.score, o.max_score) == ("failed", 0, 8), o
+        assert f"failed {MAX_FAULTS} times" in o.reason and "ran out of memory" in o.reason
+        assert {r["student"]: r["status"] for r in rows(course)} == {student: "failed"}
+    finally:
+        shutil.rmtree(course, ignore_errors=True)

@@ -396,7 +396,8 @@ def test_check_says_what_to_do_without_bubblewrap_or_root(monkeypatch):
     ("BlockingIOError: [Errno 11] Resource temporarily unavailable", "process limit (512"),
     ("RuntimeError: can't start new thread", "process limit (512"),
     ("OSError: [Errno 24] Too many open files", "open files limit (1024"),
-    ("SIGKILL", "memory"),
+    ("SIGKILL", "not by the out-of-memory killer"), ("memory-limit", "GB for the notebook's processes"),
+    ("files-limit", "files and folders"),
 ])
 def test_a_limit_hit_is_named_in_a_sentence(what, names):
     assert names in sandbox.describe_limit_hit(what, Limits())
@@ -404,3 +405,127 @@ def test_a_limit_hit_is_named_in_a_sentence(what, names):
 
 def test_an_ordinary_error_names_no_limit():
     assert sandbox.describe_limit_hit("ZeroDivisionError: division by zero", Limits()) is None
+
+
+# -- one folder and one control group per submission; what the sandbox stops (issue 15) ------
+
+def _wait_end(folder: Path) -> str | None:
+    for _ in range(200):
+        if sandbox.kernel_end(folder):
+            break
+        time.sleep(0.05)
+    return sandbox.kernel_end(folder)
+
+
+class JobKernel(Kernel):
+    """A kernel started as a grading worker starts one for a submission (sandbox.job)."""
+
+    def __init__(self, workdir: Path, runtime: Path, job_env: dict, job_config, limits: Limits):
+        self.runtime = runtime
+        env, config = sandbox.prepare(limits, CFG, SLOT, runtime)
+        config.merge(job_config)
+        self.nb = nbformat.v4.new_notebook()
+        self.client = NotebookClient(self.nb, config=config, kernel_name="python3", timeout=60,
+                                     allow_errors=True, interrupt_on_timeout=True,
+                                     resources={"metadata": {"path": str(workdir)}})
+        self._stack = contextlib.ExitStack()
+        self._stack.enter_context(_env(env | job_env))
+        self._stack.enter_context(self.client.setup_kernel())
+
+
+LIST_SOCKETS = ("import os, ipykernel\nd = os.path.dirname(ipykernel.get_connection_file())\n"
+                "open(os.path.join(d, 'note-%d'), 'w').write('x')\nprint(d, sorted(os.listdir(d)))")
+
+
+def test_each_submission_gets_its_own_socket_folder_removed_afterwards(sandboxed, tmp_path):
+    work = tmp_path / "w"
+    work.mkdir()
+    seen = []
+    for i in range(2):
+        with sandbox.job(tmp_path / "rt", CFG, SLOT) as (folder, env, config):
+            k = JobKernel(work, tmp_path / "rt", env, config, LIMITS)
+            try:
+                out, err = k.run(LIST_SOCKETS % i)
+            finally:
+                k.close()
+            assert not err and _wait_end(folder) == "exit 0"
+            where, listing = out.split(" ", 1)
+            seen.append((folder, where, listing))
+        assert not folder.exists()
+    (f1, d1, l1), (f2, d2, l2) = seen
+    assert d1 == str(f1 / "ipc") and d2 == str(f2 / "ipc") and d1 != d2
+    assert "'note-0'" in l1 and "'note-1'" in l2 and "note-0" not in l2   # its own note only
+    assert l2.count(".json") == 1                   # its own connection file, nobody else's
+
+
+def test_a_kernel_runs_in_a_control_group_of_its_own_with_the_limits(sandboxed, tmp_path):
+    from grader.grading.bounds import Box
+
+    probe = Box.create(f"probe-{os.getpid()}", 2**30, 16)
+    if probe is None:
+        pytest.skip("this machine gives the grader no control group: rlimits only")
+    probe.remove()
+    work = tmp_path / "w"
+    work.mkdir()
+    k = Kernel(work, tmp_path / "rt", LIMITS)
+    try:
+        out, err = k.run("import os\nprint(os.getpid())")
+        launcher = k.client.km.provisioner.process.pid
+        from grader.grading.procs import descendants
+        groups = {p: Path(f"/proc/{p}/cgroup").read_text() for p in descendants(launcher)}
+        name = f"course-grading-{UID}-{launcher}"
+        assert groups and all(name in g for g in groups.values()), groups
+        mem = next(Path(d) for d in Path("/sys/fs/cgroup").rglob(name) if "memory" in str(d)) \
+            if Path("/sys/fs/cgroup/memory").is_dir() else None
+        if mem is not None:
+            assert int((mem / "memory.limit_in_bytes").read_text()) == int(LIMITS.memory_gb * 2**30)
+    finally:
+        k.close()
+    assert _wait_end(tmp_path / "rt") in ("exit 0", "SIGTERM")   # how nbclient stopped it
+    assert not any(Path("/sys/fs/cgroup").rglob(name))      # removed with the kernel
+
+
+@pytest.mark.parametrize("code, limits", [   # until the watch on the folder stops them
+    ("import itertools\nfor i in itertools.count():\n    open(f'f{i}', 'w').close()",
+     Limits(kernel_files=200)),
+    ("import itertools\nfor i in itertools.count():\n    open(f'b{i}', 'wb').write(b'0' * 2**20)",
+     Limits(kernel_disk_mb=10)),
+])
+def test_a_kernel_that_writes_too_much_into_its_folder_is_stopped(sandboxed, tmp_path, code, limits):
+    work = tmp_path / "w"
+    work.mkdir()
+    k = Kernel(work, tmp_path / "rt", limits)
+    try:
+        with pytest.raises(DeadKernelError):
+            k.run(code, timeout=60)
+    finally:
+        k.close()
+    assert _wait_end(tmp_path / "rt") == "files-limit"
+    assert "limit on what a notebook may write" in sandbox.describe_limit_hit("files-limit", limits)
+
+
+@pytest.mark.parametrize("signal_name, over, box_hit, oom_delta, cause", [
+    ("SIGKILL", None, True, 1, "memory"),          # its own control group's limit
+    ("SIGKILL", None, False, 1, "machine-oom"),    # the machine ran out: a grading fault
+    ("SIGKILL", None, None, 1, "machine-oom"),     # no control group: the machine's killer
+    ("SIGKILL", None, False, 0, None),             # killed by someone: the student's crash
+    ("SIGKILL", "files", None, 0, "files"),
+    ("SIGXCPU", None, False, 1, None),
+])
+def test_the_launcher_says_why_the_sandbox_ended_a_kernel(monkeypatch, signal_name, over, box_hit,
+                                                          oom_delta, cause):
+    from grader.grading import bounds
+
+    class Watch:
+        pass
+
+    class FakeBox:
+        def hit_memory_limit(self):
+            return box_hit
+
+    watch = Watch()
+    watch.over = over
+    monkeypatch.setattr(bounds, "machine_oom_kills", lambda: 10 + oom_delta)
+    end = {"signal": signal_name, "exit_code": None}
+    assert bounds.cause(end, watch, None if box_hit is None else FakeBox(), 10) == cause
+    assert sandbox.kernel_end.__doc__ and sandbox.MACHINE_OOM == "machine-oom"
