@@ -135,9 +135,12 @@ def _write_student_versions(app, exception) -> None:
         return
     out = Path(app.outdir) / OUT
     shutil.rmtree(out, ignore_errors=True)
+    assignments = _assignments(app)
+    if not assignments:  # a book without exercises publishes no notebooks and no wheel
+        return
     out.mkdir(parents=True)
     wheel = build_wheel(Path(app.srcdir), out, Path(app.outdir).parent / ".course-wheel")
-    for a in _assignments(app):
+    for a in assignments:
         nb = student_version(nbformat.read(a["path"], as_version=4))
         nb = with_setup_cell(nb, wheel.name, getattr(app.config, "html_baseurl", "") or "")
         nbformat.write(nb, out / f"{a['name']}.ipynb")

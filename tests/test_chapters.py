@@ -19,12 +19,19 @@ from grader.lab.gpucells import parse_page
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = ROOT / "chapters"
 EXPERIMENT_PAGES = ["toolkit", "async", "multidevice", "communication", "data_parallel",
-                    "auto_parallel"]
+                    "auto_parallel", "sharding"]
 
 # The calls each page is about, per framework: a reader of that tab must see them in a
 # cell (or a script the page shows in full). Pages are added as they are rewritten in
 # the frameworks' own APIs.
 API: dict[str, dict[str, list[str]]] = {
+    "auto_parallel": {
+        "torch": ["init_device_mesh", "distribute_tensor", "Shard", "Replicate", "Partial",
+                  "redistribute", "parallelize_module", "ColwiseParallel",
+                  "RowwiseParallel", "torchrun"],
+        "paddle": ["ProcessMesh", "shard_tensor", "reshard", "Shard", "Replicate",
+                   "Partial", "shard_layer", "paddle.distributed.launch"],
+    },
     "toolkit": {
         "torch": ["torch.cuda.is_available", "torch.cuda.device_count", "torch.device(",
                   "torch.accelerator", "torch.get_device_module", "device=", ".to(device)",
@@ -91,12 +98,24 @@ API: dict[str, dict[str, list[str]]] = {
                    "find_unused_parameters", "fp16_allreduce", "--master", "--nnodes",
                    "PaddleJob"],
     },
+    "sharding": {
+        "torch": ["fully_shard", "reshard_after_forward", "ZeroRedundancyOptimizer",
+                  "DistributedDataParallel", "DTensor", "to_local", "init_device_mesh",
+                  "saved_tensors_hooks", "PipelineStage", "ScheduleGPipe", "Schedule1F1B",
+                  "torchrun", "torch.cuda.memory_allocated"],
+        "paddle": ["shard_optimizer", "ShardingStage1", "ShardingStage2", "ShardingStage3",
+                   "ProcessMesh", "group_sharded_parallel", "fleet.init",
+                   "sharding_degree", "fleet.distributed_optimizer", "paddle.DataParallel",
+                   "saved_tensors_hooks", "PipelineLayer", "train_batch", "dist.send",
+                   "dist.recv", "paddle.autograd.backward", "paddle.distributed.launch",
+                   "paddle.device.cuda"],
+    },
 }
 
 # Pages whose code cells are held to the 88-column limit (every page, once rewritten).
 COLUMN_LIMIT = 88
 COLUMN_PAGES: list[str] = ["toolkit", "async", "multidevice", "communication",
-                           "data_parallel"]
+                           "data_parallel", "auto_parallel", "sharding"]
 
 
 def _pages() -> list[Path]:

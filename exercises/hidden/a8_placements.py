@@ -13,8 +13,8 @@ from grader.checks.a8_placements import ORDERS, normalise_links
 from grader.checks.result import CheckResult
 from grader.checks.support import StudentError, call
 
-__all__ = ["collectives", "groups", "link_bytes", "cross_node_bytes", "best_order", "CONFIGS",
-           "SCENARIOS", "MISTAKES", "check_links", "check_orders", "check_all"]
+__all__ = ["step_collectives_tp_dp", "groups", "link_bytes", "cross_node_bytes", "best_order",
+           "CONFIGS", "SCENARIOS", "MISTAKES", "check_links", "check_orders", "check_all"]
 
 ITEMSIZE = 4
 _NEEDED_IN = {"R": "R", "col": "R", "row": "S"}          # input layout each placement needs
@@ -40,7 +40,7 @@ MISTAKES = {
 }
 
 
-def collectives(dims, placements, batch, tp=2, dp=1, mistakes=frozenset()):
+def step_collectives_tp_dp(dims, placements, batch, tp=2, dp=1, mistakes=frozenset()):
     """``[(op, group_kind, size_bytes)]`` of one training step: ``group_kind`` is ``"tp"``
     (in every tp group) or ``"dp"`` (in every dp group)."""
     rows = batch if "global_batch" in mistakes else batch // dp
@@ -79,7 +79,7 @@ def link_bytes(dims, placements, batch, tp=2, dp=1, order="tp", mistakes=frozens
         order = "dp" if order == "tp" else "tp"
     out: dict[tuple[int, int], float] = {}
     by_kind = groups(tp, dp, order)
-    for op, kind, size in collectives(dims, placements, batch, tp, dp, mistakes):
+    for op, kind, size in step_collectives_tp_dp(dims, placements, batch, tp, dp, mistakes):
         for group in by_kind[kind]:
             p = len(group)
             if p < 2:

@@ -7,8 +7,9 @@ labelled CPU stand-in a chapter runs beside (or instead of) its GPU cell.
 
 Every device, real or standing in, offers one small interface modelled on a GPU queue,
 declared once as the :class:`Device` protocol: :class:`GpuDevice`, :class:`HostDevice`
-and :class:`WorkerDevice` here, :class:`grader.lab.sim.SimDevice` (virtual devices on a
-deterministic clock) and the graded exercises' virtual devices implement it.
+and :class:`WorkerDevice` here implement it. (The graded exercises' simulated GPUs,
+:mod:`grader.lab.sim`, are not devices of this kind: they stand behind the frameworks'
+own ``torch.cuda`` / ``paddle.device`` API, which the answers call.)
 
 The plan prints one honest line saying what stands in for what.
 """

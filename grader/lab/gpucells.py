@@ -298,6 +298,9 @@ def _shell(cwd: Path):
         sys.stdout.write(p.stderr)
         if p.returncode:
             print(f"(exit status {p.returncode}: {shlex.quote(cmd)})")
+            # as in IPython the cell goes on; its record says the command failed
+            run.failed.append(f"exit status {p.returncode}: {cmd}")
+    run.failed = []
     return run
 
 
@@ -340,6 +343,7 @@ def run_cells(page: str | Path, framework: str, *, only_gpu: bool = False,
             buf = io.StringIO()
             t0 = time.perf_counter()
             error = ""
+            ns["__shell"].failed.clear()
             with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
                 try:
                     exec(compile(src, f"<{path.stem}:cell {cell.index}>", "exec"), ns)
@@ -347,6 +351,8 @@ def run_cells(page: str | Path, framework: str, *, only_gpu: bool = False,
                     if isinstance(exc, KeyboardInterrupt):
                         raise
                     error = "".join(traceback.format_exception(exc))[-4000:]
+            if ns["__shell"].failed and not error:   # a launcher that failed fails its cell
+                error = "shell command failed: " + "; ".join(ns["__shell"].failed)
             seconds = time.perf_counter() - t0
             figures = _figures()
             if log:

@@ -175,6 +175,25 @@ def test_a8_answers_get_the_same_verdict_through_the_channel(assignment, check, 
     assert [(r.points, r.message) for r in judged] == [(r.points, r.message) for r in direct]
 
 
+def _a9_cases():
+    from tests.checks import a9_solutions
+
+    for name in sorted(n for n in vars(a9_solutions) if n.startswith(("zero_", "schedule_"))):
+        yield ("a9_zero_pipeline", "check_zero_bytes" if name.startswith("zero") else "check_schedule",
+               a9_solutions, name)
+
+
+@pytest.mark.parametrize("assignment, check, module, name", list(_a9_cases()),
+                         ids=[f"{a[:2]}-{n}" for a, _, _, n in _a9_cases()])
+def test_a9_answers_get_the_same_verdict_through_the_channel(assignment, check, module, name):
+    from tests.checks.notebooks import hidden_checks
+
+    checks = hidden_checks(assignment)
+    direct = getattr(checks, check)(getattr(module, name))
+    judged = _through_channel(vars(module), lambda get: getattr(checks, check)(get(name)))
+    assert (judged.points, judged.message, judged.seen) == (direct.points, direct.message, direct.seen)
+
+
 def _a6_cases():
     from tests.checks import a6_solutions as sol
 

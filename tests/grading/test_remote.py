@@ -168,11 +168,19 @@ def test_the_codec_sends_objects_it_does_not_know_as_handles_and_rebuilds_value_
     assert got[1][0] == "handle" and got[2][0] == "handle"   # object dtype is never data
 
 
+def test_the_planners_strategy_travels_as_a_value_from_its_module_in_the_package():
+    from grader.lab.planner import Strategy
+
+    s = Strategy(2, 2, ("col", "row"))
+    got = roundtrip([s])[0]
+    assert got == s and isinstance(got.placements, tuple)
+
+
 @pytest.mark.parametrize("tree, buffers", [
     ({"a": ["|O", [1], 0], "n": 0}, [b"\x00" * 8]),                 # object dtype
     ({"a": ["<f4", [4], 0], "n": 0}, [b"\x00" * 8]),                # size does not match
     ({"v": "os.system", "x": {}, "n": 0}, []),                      # not a value type
-    ({"v": "grader.lab.planner.Strategy", "x": {"dp": 1}, "n": 0}, []),  # missing fields
+    ({"v": "grader.lab.planner.cost.Strategy", "x": {"dp": 1}, "n": 0}, []),  # missing fields
     ({"f": "__import__('os')"}, []),
     ({"T": ["torch", "__class__", False], "a": ["<f4", [1], 0], "n": 0}, [b"\x00" * 4]),
     ({"pickle": "gASVAAAAAA=="}, []),

@@ -139,13 +139,10 @@ def test_a_worker_ends_when_the_process_that_started_it_is_killed(tmp_path):
 def test_every_device_kind_implements_the_one_device_protocol():
     import inspect
 
-    from grader.checks.a5_vdevices import VirtualClock, VirtualDevice
     from grader.lab.devices import Device
-    from grader.lab.sim import SimDevice
 
     workers = get_devices(2, "torch", gpu_count=0, verbose=False)
-    kinds = [HostDevice("cpu", "torch"), workers[0], SimDevice(),
-             VirtualDevice(0, VirtualClock())]
+    kinds = [HostDevice("cpu", "torch"), workers[0]]
     for d in kinds:
         assert isinstance(d, Device), type(d).__name__
         params = inspect.signature(d.submit).parameters

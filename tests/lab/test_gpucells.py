@@ -175,6 +175,28 @@ def test_a_shell_command_continued_with_a_backslash_is_one_command(tmp_path):
     assert res["torch:run"]["stdout"].split() == ["one", "two", "after"]
 
 
+def test_a_failing_shell_command_fails_its_cell_after_the_rest_of_it_ran(tmp_path):
+    p = tmp_path / "f.md"
+    p.write_text(textwrap.dedent('''\
+        ```{code-cell} ipython3
+        :tags: [torch, skip-execution]
+        :gpu-cell: bad
+        !exit 3
+        print("after")
+        ```
+
+        ```{code-cell} ipython3
+        :tags: [torch, skip-execution]
+        :gpu-cell: good
+        !true
+        ```
+        '''))
+    res = gpucells.run_cells(p, "torch")
+    assert "exit status 3" in res["torch:bad"]["error"]
+    assert "after" in res["torch:bad"]["stdout"]
+    assert res["torch:good"]["error"] == ""
+
+
 def test_shell_commands_find_the_running_environments_own_programs(tmp_path):
     p = tmp_path / "e.md"
     p.write_text(textwrap.dedent('''\
