@@ -88,6 +88,8 @@ def main() -> None:
     ap.add_argument("--skip-plain", action="store_true", help="only time the pipeline")
     ap.add_argument("--repeats", type=int, default=1, help="runs of both, alternating; medians printed")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
+    ap.add_argument("--sandbox", choices=["auto", "bwrap", "none"],
+                    help="the pipeline's isolation (default: course.toml's)")
     a = ap.parse_args()
     names = a.assignment or ["a1_independent_ops", "a8_placements"]
     from grader.grading.pipeline import grade_course
@@ -108,7 +110,8 @@ def main() -> None:
                 plains.append(plain)
                 print(f"[run {rep + 1}] plain sequential nbgrader autograde: {plain:.1f} s", flush=True)
             t0 = time.perf_counter()
-            run = grade_course(Path(tmp) / "ours", workers=a.workers, verbose=not a.quiet)
+            run = grade_course(Path(tmp) / "ours", workers=a.workers, sandbox=a.sandbox,
+                               verbose=not a.quiet)
             ours = time.perf_counter() - t0
             ours_all.append(ours)
             print(f"[run {rep + 1}] pipeline, {run.workers} workers (sandbox, judge, limits): {ours:.1f} s")

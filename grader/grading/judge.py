@@ -1,4 +1,4 @@
-"""Verdicts students cannot forge: test cells run in nbgrader's process, not in the kernel.
+"""Verdicts students cannot forge: test cells run in a judge process, not in the kernel.
 
 With nbgrader's ``Execute``, a test cell such as ``grade(checks.check_time_work(time_work))``
 runs in the student's kernel after the student's code, which can redefine ``grade``, patch
@@ -9,8 +9,9 @@ crash handling it keeps) runs the notebook cell by cell in the kernel as before,
 - **test cells** (autograded grade cells: ``grade`` and not ``solution`` *in the gradebook*,
   whatever the submitted metadata says) are never sent to the kernel. Their source is the
   instructor's, read from the gradebook (nbgrader's ``OverwriteCells`` has restored it in the
-  notebook too). The *judge* (this process, which never runs student code) runs it in its
-  own namespace and writes the cell's outputs itself, in the shapes a kernel produces:
+  notebook too). The *judge* runs it in its own namespace, in a process of this notebook's
+  own that never runs student code (:mod:`grader.grading.judge_process`), and this process
+  writes the cell's outputs from its answer, in the shapes a kernel produces:
   ``stream`` outputs for what it prints, an ``execute_result`` (``text/plain`` repr) for the
   last expression's value, so nbgrader's ``determine_grade`` reads the points, an ``error``
   output (``ename``, ``evalue``, ``traceback``) for an exception, so the cell scores 0.
@@ -18,146 +19,66 @@ crash handling it keeps) runs the notebook cell by cell in the kernel as before,
   :class:`~grader.grading.feedback.StripTestTracebacks` work unchanged.
 - **locked cells** that are neither tests nor answers (the imports cell) run in the kernel
   *and* in the judge's namespace, so ``checks``, ``grade`` and ``public`` are the judge's own.
+- **ranks**: a check that runs the student's code on several ranks (assignment 7) runs
+  each rank in a sandbox of its own, like the kernel's but alone, when the kernel is
+  sandboxed (:mod:`grader.grading.rank_sandbox`, :mod:`grader.lab.relay`).
 - a name the judge's namespace does not define (the student's functions, ``FRAMEWORK``) is
   looked up in the kernel when the test cell uses it, and arrives as data or as a proxy that
   calls into the kernel (:mod:`grader.grading.remote`): only data crosses back.
 
-Per test cell: the judge asks the kernel (an execute request that is not recorded) to run
-:func:`grader.grading.remote.serve`, connects to the socket it creates in the kernel's folder,
-runs the cell, and says stop. What the student's functions print in the kernel meanwhile is
-added to the cell's streams in time order, as in a kernel (stream outputs can only lower a score:
-nbgrader gives 0 for a cell with ``stderr`` output, and reads points from ``execute_result``
-only, which only the judge writes).
+Per test cell: this process asks the kernel (an execute request that is not recorded) to run
+:func:`grader.grading.remote.serve`; the judge process connects to the socket it creates in
+the kernel's folder, runs the cell, says stop and answers with the outputs. What the
+student's functions print in the kernel meanwhile is added to the cell's streams in time
+order, as in a kernel (stream outputs can only lower a score: nbgrader gives 0 for a cell
+with ``stderr`` output, and reads points from ``execute_result`` only, which only the judge
+writes); a test cell's streams keep at most ``MAX_STREAM_CHARS`` characters from each side.
 
-Threads: the test cell runs in a thread of its own, and the kernel's calls are answered in
-more; each first turns on Paddle's dynamic-graph mode, which Paddle keeps per thread
+Threads: the judge process runs each cell in its main thread, and answers the kernel's calls
+in more; each first turns on Paddle's dynamic-graph mode, which Paddle keeps per thread
 (:func:`grader.lab.threads.framework_ready`).
 
 Limits: the cell's time limit (``Execute.timeout``) bounds every wait for the kernel; past it
-the kernel is interrupted and the cell gets nbgrader's ``CellTimeoutError`` output. A kernel
-that dies during a test cell (``os._exit`` in the student's function) raises nbclient's
-``DeadKernelError``, and the pipeline's crash rounds (:mod:`grader.grading.crashes`) skip the
-cell, as before. A kernel that does not come back after the interrupt is shut down the same way.
+the kernel is interrupted and the cell gets nbgrader's ``CellTimeoutError`` output. A judge
+process that has not answered ``GRACE_S`` after the limit (a check stuck on what the kernel
+sent) is killed, with everything it started, and the cell gets the same output; a judge
+process that ends without an answer gives the cell a ``JudgeError`` output saying so. Either
+way the cell scores 0 and the next cell gets a fresh judge process. Nothing the kernel sends
+is decoded in this process, so nothing it sends can stall it (or a grading worker's lease).
+A kernel that dies during a test cell (``os._exit`` in the student's function) raises
+nbclient's ``DeadKernelError``, and the pipeline's crash rounds (:mod:`grader.grading.crashes`)
+skip the cell, as before. A kernel that does not come back after the interrupt is shut down
+the same way.
 
 :func:`autograde_args` mirrors :func:`grader.grading.crashes.autograde_args`.
 """
 from __future__ import annotations
 
-import ast
 import asyncio
-import builtins
-import linecache
 import os
 import secrets
-import sys
-import threading
 import time
-import traceback
 from pathlib import Path
-from typing import Any
 
 from nbclient.exceptions import DeadKernelError
 from nbclient.util import run_sync
 from nbformat import NotebookNode
 from nbformat.v4 import new_output
 
-from . import crashes, hidden
+from . import crashes, rank_sandbox
 from .crashes import GuardedExecute
-from ..lab.threads import framework_ready
-from .remote import Channel, ChannelClosed, RemoteTimeout, bootstrap_code, connect
+from .judge_cells import (MAX_STREAM_CHARS, CellNamespace, bounded_streams, error_fields,
+                          run_cell_source)
+from .judge_process import JudgeProcess
+from .remote import bootstrap_code
 
 __all__ = ["JudgedExecute", "autograde_args", "run_cell_source", "CellNamespace"]
 
-GRACE_S = 10.0          # how long a stopped or interrupted kernel may take to answer
-_OWN_FILES = ("judge.py", "remote.py", "codec.py")
-
-
-class CellNamespace(dict):
-    """The judge's globals for one test cell: its own names first; any other name that is
-    not a built-in is looked up in the kernel (and kept for the rest of the cell)."""
-
-    def __init__(self, base: dict, channel: Channel | None) -> None:
-        super().__init__(base)
-        self.channel = channel
-
-    def __missing__(self, key: str) -> Any:
-        if self.channel is None or key in builtins.__dict__:
-            raise KeyError(key)
-        try:
-            value = self.channel.request("global", name=key)
-        except NameError:
-            raise KeyError(key) from None
-        self[key] = value
-        return value
-
-    def get(self, key: str, default: Any = None) -> Any:   # globals().get("FRAMEWORK", ...)
-        try:
-            return self[key]
-        except KeyError:
-            return default
-
-
-class _Capture:
-    """Stands in for ``sys.stdout`` / ``sys.stderr`` while a test cell runs in the judge. Only
-    the cell's own threads (the one running it, and those answering the kernel's calls) write
-    into the cell; any other thread of this process (a grading worker's heartbeat printing an
-    error) still writes where it did: a stray ``stderr`` line would cost the student the cell."""
-
-    def __init__(self, name: str, sink: list, lock: threading.Lock, owner: threading.Thread,
-                 original) -> None:
-        self.name, self.sink, self.lock, self.owner, self.original = name, sink, lock, owner, original
-
-    def write(self, text: str) -> int:
-        me = threading.current_thread()
-        if me is not self.owner and not me.name.startswith("remote-j"):
-            return self.original.write(text)
-        with self.lock:
-            self.sink.append((time.time(), self.name, str(text)))
-        return len(text)
-
-    def flush(self) -> None:
-        pass
-
-    def isatty(self) -> bool:
-        return False
-
-
-def run_cell_source(source: str, ns: dict, filename: str = "<test cell>") -> tuple[list, Any, BaseException | None]:
-    """Run ``source`` as IPython would run a cell: ``(streams, value, exception)``, where
-    ``streams`` is ``[(time, "stdout"|"stderr", text)]`` and ``value`` the last expression's
-    value (``None`` when there is none, or the cell ends with ``;``)."""
-    streams: list = []
-    lock = threading.Lock()
-    old = sys.stdout, sys.stderr
-    me = threading.current_thread()
-    sys.stdout = _Capture("stdout", streams, lock, me, old[0])
-    sys.stderr = _Capture("stderr", streams, lock, me, old[1])
-    value, error = None, None
-    try:
-        lines = source.splitlines(keepends=True)
-        linecache.cache[filename] = (len(source), None, lines, filename)
-        tree = ast.parse(source, filename)
-        last = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr) and not source.rstrip().endswith(";"):
-            last = ast.Expression(tree.body.pop().value)
-        exec(compile(tree, filename, "exec"), ns)
-        if last is not None:
-            value = eval(compile(last, filename, "eval"), ns)
-    except (RemoteTimeout, ChannelClosed) as e:
-        error = e
-    except BaseException as e:  # noqa: BLE001 - the cell's error output, as in a kernel
-        error = e
-    finally:
-        sys.stdout, sys.stderr = old
-    return streams, value, error
+GRACE_S = 10.0          # how long a stopped or interrupted kernel, or the judge, may be late
 
 
 def _error_output(e: BaseException) -> NotebookNode:
-    tb = traceback.TracebackException.from_exception(e)
-    tb.stack = traceback.StackSummary.from_list(
-        [f for f in tb.stack if not f.filename.endswith(_OWN_FILES)])
-    lines = [line.rstrip("\n") for line in tb.format()]
-    return new_output("error", ename=type(e).__name__, evalue=str(e), traceback=lines)
+    return new_output("error", **error_fields(e))
 
 
 def _streams(items: list) -> list[NotebookNode]:
@@ -172,19 +93,24 @@ def _streams(items: list) -> list[NotebookNode]:
 
 class JudgedExecute(GuardedExecute):
     """nbgrader's ``Execute`` (with :class:`GuardedExecute`'s crash handling) that runs test
-    cells in this process; see the module docstring."""
+    cells in a judge process of this notebook's own; see the module docstring."""
 
     def preprocess(self, nb, resources=None, km=None):
         course = self.config.get("CourseDirectory", {})
         course_id = course.get("course_id", "default_course")
-        # the hidden checks a test cell's hidden block loads live in the course folder
-        hidden.use(course.get("root") or os.getcwd())
         self._roles, self._sources = _roles(nb, resources or {}, self.skip_cells, course_id)
         if not self._roles:
             self.log.warning("JudgedExecute: the gradebook names no test cell in this notebook")
-        self._base: dict = {"__name__": "__judge__", "__builtins__": builtins}
         self._folder = str((resources or {}).get("metadata", {}).get("path") or ".")
-        return super().preprocess(nb, resources, km)
+        # the hidden checks a test cell's hidden block loads live in the course folder: the
+        # judge process registers it (grader.grading.hidden)
+        root = str(course.get("root") or os.getcwd())
+        self._judge_process = JudgeProcess(course_root=root) if self._roles else None
+        try:
+            return super().preprocess(nb, resources, km)
+        finally:
+            if self._judge_process is not None:
+                self._judge_process.close()
 
     async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
         role = getattr(self, "_roles", {}).get(cell_index)
@@ -192,10 +118,9 @@ class JudgedExecute(GuardedExecute):
             return await self._judge(cell, cell_index)
         out = await super().async_execute_cell(cell, cell_index, execution_count, store_history)
         if role == "locked":
-            # the judge's namespace gets the instructor's imports too; a failure here shows
+            # the judge's namespace gets the instructor's imports too; a failure there shows
             # up in the test cells that need the names
-            framework_ready()
-            run_cell_source(self._sources[cell_index], self._base, f"<locked cell {cell_index + 1}>")
+            self._judge_process.locked(self._sources[cell_index], f"<locked cell {cell_index + 1}>")
         return out
 
     # nbclient binds the synchronous name to its own coroutine at class creation
@@ -215,47 +140,28 @@ class JudgedExecute(GuardedExecute):
         kernel_streams: list = []
         iopub = asyncio.ensure_future(self._kernel_output(msg_id, kernel_streams))
         reply = asyncio.ensure_future(self._kernel_reply(msg_id))
-        dead, state = threading.Event(), {}
-        done = asyncio.get_running_loop().create_future()
-        loop = asyncio.get_running_loop()
-
-        def judge() -> None:
-            result: tuple = ([], None, None)
-            try:
-                framework_ready()      # Paddle's eager mode is per thread (grader.lab.threads)
-                channel = connect(self._folder, name, deadline,
-                                  alive=lambda: not dead.is_set() and not reply.done())
-                state["channel"] = channel
-                channel.deadline = deadline
-                gid = cell.metadata.get("nbgrader", {}).get("grade_id", index)
-                result = run_cell_source(self._sources[index], CellNamespace(self._base, channel),
-                                         f"<test cell {gid}>")
-                channel.stop()
-            except BaseException as e:  # noqa: BLE001 - reported as the cell's outcome
-                result = ([], None, e)
-            loop.call_soon_threadsafe(lambda: done.done() or done.set_result(result))
-
-        streams_before = sys.stdout, sys.stderr
-        threading.Thread(target=judge, name=f"judge-cell-{index}", daemon=True).start()
-        streams, value, error = await self._watch(done, dead, state, deadline)
-        if error is _HUNG:     # the abandoned thread still holds the captured streams
-            sys.stdout, sys.stderr = streams_before
-        timed_out = isinstance(error, RemoteTimeout) or error is _HUNG
-        if timed_out and not dead.is_set():
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id", index)
+        answer, dead = await self._run_in_judge(reply, deadline, {
+            "op": "test", "source": self._sources[index], "filename": f"<test cell {gid}>",
+            "folder": self._folder, "socket": name, "deadline": deadline,
+            "env": self._rank_isolation()})
+        timed_out = answer is _HUNG or answer["timeout"]
+        if timed_out and not dead:
             await self._ensure_async(self.km.interrupt_kernel())
-        if not dead.is_set() and not await self._finished(reply, iopub):
-            dead.set()
+        if not dead and not await self._finished(reply, iopub):
+            dead = True
         iopub.cancel()
         reply.cancel()
-        if dead.is_set():
+        if dead:
             raise DeadKernelError(f"Kernel died while cell {index + 1} was judged")
-        cell.outputs = _streams(streams + kernel_streams)
+        streams = [] if answer is _HUNG else [tuple(s) for s in answer["streams"]]
+        cell.outputs = _streams(streams + bounded_streams(kernel_streams))
         if timed_out:
             cell.outputs.append(new_output("error", **self.error_on_timeout))
-        elif error is not None:
-            cell.outputs.append(_error_output(error))
-        elif value is not None:
-            cell.outputs.append(new_output("execute_result", data={"text/plain": repr(value)},
+        elif answer["error"] is not None:
+            cell.outputs.append(new_output("error", **answer["error"]))
+        elif answer["value"] is not None:
+            cell.outputs.append(new_output("execute_result", data={"text/plain": answer["value"]},
                                            execution_count=None))
         await run_hook(self.on_cell_complete, cell=cell, cell_index=index)
         errors = [o for o in cell.outputs if o.output_type == "error"]
@@ -265,21 +171,49 @@ class JudgedExecute(GuardedExecute):
                        execute_reply={"content": content})
         return cell
 
-    async def _watch(self, done, dead: threading.Event, state: dict, deadline: float):
-        """Wait for the judge's thread; notice a dead kernel and a judge stuck past the limit."""
+    def _rank_isolation(self) -> dict[str, str]:
+        """When this notebook's kernel is sandboxed, the checks' student ranks (assignment 7)
+        are too, each alone (:mod:`grader.grading.rank_sandbox`)."""
+        try:
+            argv = list(self.km.kernel_spec.argv)
+        except Exception:  # noqa: BLE001 - no kernel spec: a plain kernel
+            return {}
+        if "grader.grading.sandbox_kernel" in argv and "--settings" in argv:
+            return rank_sandbox.isolation(argv[argv.index("--settings") + 1])
+        return {}
+
+    async def _run_in_judge(self, reply, deadline: float, cmd: dict):
+        """Have the judge process run ``cmd``: ``(answer, kernel died)``; the answer is
+        ``_HUNG`` when the judge did not answer within the time limit (then it was killed,
+        with what it started), or a judge-error answer when it ended without one."""
+        judge = self._judge_process
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(None, judge.prepare)
+            judge.send(cmd)
+        except (OSError, RuntimeError, ValueError) as e:
+            judge.kill()
+            return _judge_failed(f"the judge could not start this cell ({e})"), False
+        aborted = False
         while True:
-            try:
-                return await asyncio.wait_for(asyncio.shield(done), 0.5)
-            except asyncio.TimeoutError:
-                pass
+            if await _readable(judge, 0.5):
+                try:
+                    return judge.receive(), False
+                except (EOFError, OSError, ValueError) as e:
+                    judge.kill()
+                    return _judge_failed(f"the judge process ended without an answer ({e!r})"), False
             if not await self._alive():
-                dead.set()
-                if "channel" in state:
-                    state["channel"].close()
-            if time.monotonic() > deadline + GRACE_S:   # judge code itself never returned
-                if "channel" in state:
-                    state["channel"].close()
-                return [], None, _HUNG
+                judge.kill()
+                return _HUNG, True
+            if reply.done() and not aborted:   # the kernel is not serving (any more)
+                try:
+                    judge.send({"op": "abort"})
+                except OSError:
+                    pass
+                aborted = True
+            if time.monotonic() > deadline + GRACE_S:   # judge code that never returned
+                judge.kill()
+                return _HUNG, False
 
     async def _finished(self, reply, iopub) -> bool:
         """Wait for the kernel to leave ``serve`` and for its output; ``False`` if it died, or
@@ -309,16 +243,18 @@ class JudgedExecute(GuardedExecute):
         return await ensure_async(x)
 
     async def _kernel_output(self, msg_id: str, sink: list) -> None:
+        size = 0
         while True:
             msg = await self._ensure_async(self.kc.iopub_channel.get_msg(timeout=None))
             if msg["parent_header"].get("msg_id") != msg_id:
                 continue
             content = msg["content"]
-            if msg["msg_type"] == "stream":
+            if msg["msg_type"] == "stream" and size <= MAX_STREAM_CHARS:
                 when = msg["header"].get("date")
                 stamp = when.timestamp() if hasattr(when, "timestamp") else time.time()
-                sink.append((stamp, "stderr" if content.get("name") == "stderr" else "stdout",
-                             str(content.get("text", ""))[:100_000]))
+                text = str(content.get("text", ""))[:MAX_STREAM_CHARS + 1]
+                size += len(text)
+                sink.append((stamp, "stderr" if content.get("name") == "stderr" else "stdout", text))
             elif msg["msg_type"] == "status" and content.get("execution_state") == "idle":
                 return
 
@@ -329,11 +265,32 @@ class JudgedExecute(GuardedExecute):
                 return msg
 
 
-class _Hung(BaseException):
-    pass
+async def _readable(judge: JudgeProcess, timeout: float) -> bool:
+    """Wait up to ``timeout`` s for the judge's answer, without blocking the event loop."""
+    if judge.poll():
+        return True
+    loop = asyncio.get_running_loop()
+    ready = loop.create_future()
+    try:
+        loop.add_reader(judge.fileno(), lambda: ready.done() or ready.set_result(True))
+    except (NotImplementedError, RuntimeError):   # a loop without readers: poll
+        await asyncio.sleep(min(timeout, 0.05))
+        return judge.poll()
+    try:
+        await asyncio.wait_for(ready, timeout)
+    except asyncio.TimeoutError:
+        pass
+    finally:
+        loop.remove_reader(judge.fileno())
+    return judge.poll()
 
 
-_HUNG = _Hung("the test ran past its time limit")
+def _judge_failed(reason: str) -> dict:
+    return {"streams": [], "value": None, "timeout": False,
+            "error": {"ename": "JudgeError", "evalue": reason, "traceback": [f"JudgeError: {reason}"]}}
+
+
+_HUNG = object()   # the judge did not answer within the cell's time limit
 
 
 def _roles(nb, resources: dict, skip_cells: str, course_id: str) -> tuple[dict[int, str], dict[int, str]]:

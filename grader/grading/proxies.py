@@ -11,13 +11,12 @@ never hands to the kernel (modules, classes, ``eval``-like built-ins, functions 
 """
 from __future__ import annotations
 
+import builtins
 import operator
 import os
 import traceback
 import types
 from typing import Any
-
-from .codec import builtin_exception
 
 __all__ = ["RemoteError", "ChannelClosed", "RemoteTimeout", "KernelObject", "JudgeObject",
            "Opaque", "denied", "remote_exception", "where", "OPERATORS"]
@@ -58,6 +57,12 @@ class RemoteTimeout(BaseException):
 
 
 _exception_classes: dict[str, type] = {}
+
+
+def builtin_exception(name: str) -> type[BaseException] | None:
+    """The built-in exception class of that name, if there is one."""
+    cls = getattr(builtins, name, None) if name.isidentifier() else None
+    return cls if isinstance(cls, type) and issubclass(cls, BaseException) else None
 
 
 def remote_exception(name: str, message: str, where: str) -> BaseException:

@@ -11,8 +11,9 @@ kernel's working folder (the judge's side may be another user, or the kernel may
 network: a file in the folder both can reach works everywhere), accepts one connection, removes
 the file, and answers requests in the kernel's main thread until the judge says ``stop``.
 
-Each message is a JSON header plus byte buffers (:mod:`grader.grading.codec`); values the codec
-cannot carry travel as handles, and the other side gets a proxy
+Each message is a JSON header plus byte buffers in the course's wire format
+(:mod:`grader.wire`, with its limits on size, nesting, values, time and hash collisions);
+values it cannot carry travel as handles, and the other side gets a proxy
 (:mod:`grader.grading.proxies`):
 
 - in the judge, a :class:`KernelObject` (a student's function, or an object it returned): it can
@@ -30,7 +31,11 @@ cannot carry travel as handles, and the other side gets a proxy
 Calls nest and run concurrently: a request carries the id of the request its sender was
 serving, and it is run by the thread that waits for that request's reply (so the kernel's own
 nested calls stay in its main thread, where an interrupt reaches them); a request from a thread
-that serves nothing (a student's worker thread) gets a thread of its own. Arrays and tensors
+that serves nothing (a student's worker thread) gets a thread of its own, at most
+:data:`MAX_CALL_THREADS` at once: a request beyond them is answered at once with a
+``RuntimeError`` saying so (3,000 threads of a notebook calling back at once cannot make
+3,000 threads in the judge), and a side that queues more than :data:`MAX_QUEUED` requests
+without reading the answers loses the connection. Arrays and tensors
 passed by value and changed in place by the callee are copied back into the caller's objects
 after the call; a value the callee got and returns comes back as the caller's object.
 
@@ -44,11 +49,9 @@ are not ``Exception`` s, so no check can mistake them for a wrong answer.
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import queue
 import socket
-import struct
 import threading
 import time
 import types
@@ -56,8 +59,8 @@ import warnings
 from typing import Any
 
 from ..lab.threads import framework_ready, ready_thread_target
-from .codec import (Decoder, Encoder, ProtocolError, copy_back, fingerprint, mutable_array,
-                    storages)
+from ..wire import Decoder, Encoder, ProtocolError, pack, read_frame, socket_reader
+from .inplace import copy_back, fingerprint, mutable_array, storages
 from .proxies import (OPERATORS, ChannelClosed, JudgeObject, KernelObject, Opaque,
                       RemoteError, RemoteTimeout, denied, remote_exception)
 from .proxies import where as where_of
@@ -65,13 +68,13 @@ from .proxies import where as where_of
 __all__ = ["Channel", "KernelObject", "JudgeObject", "RemoteError", "ChannelClosed",
            "RemoteTimeout", "serve", "connect", "bootstrap_code", "source_of"]
 
-MAX_HEADER = 256 * 2**20
-MAX_BUFFERS = 2 * 2**30
+MAX_CALL_THREADS = 32   # requests served at once in threads of their own
+MAX_QUEUED = 10_000     # requests waiting for one thread (a flood closes the channel)
 
 
 class _Waiter:
     def __init__(self, memo: list[Any]) -> None:
-        self.inbox: queue.Queue = queue.Queue()
+        self.inbox: queue.Queue = queue.Queue(MAX_QUEUED)
         self.memo = memo
 
 
@@ -87,7 +90,8 @@ class Channel:
         self._export_ids: dict[int, int] = {}
         self._proxies: dict[int, Any] = {}
         self._pending: dict[str, _Waiter] = {}
-        self._main: queue.Queue = queue.Queue()
+        self._main: queue.Queue = queue.Queue(MAX_QUEUED)
+        self._call_slots = threading.BoundedSemaphore(MAX_CALL_THREADS)
         self._ids = itertools.count(1)
         self._local = threading.local()
         self.closed = threading.Event()
@@ -125,15 +129,12 @@ class Channel:
 
     # -- sending --------------------------------------------------------------------
     def _send(self, header: dict, buffers: list[bytes]) -> None:
-        head = json.dumps(header, separators=(",", ":")).encode()
-        parts = [struct.pack("!IQ", len(buffers), len(head)), head]
-        for b in buffers:
-            parts += [struct.pack("!Q", len(b)), b]
+        data = pack(header, buffers)
         with self._send_lock:
             if self.closed.is_set():
                 raise ChannelClosed(self.reason or "the connection is closed")
             try:
-                self.sock.sendall(b"".join(parts))
+                self.sock.sendall(data)
             except OSError as e:
                 self._close(f"sending failed: {e}")
                 raise ChannelClosed(self.reason) from None
@@ -297,18 +298,9 @@ class Channel:
     # -- reading --------------------------------------------------------------------
     def _read_loop(self) -> None:
         try:
+            read_exact = socket_reader(self.sock)
             while True:
-                nbuf, nhead = struct.unpack("!IQ", self._read_exact(12))
-                if nhead > MAX_HEADER or nbuf > 1_000_000:
-                    raise ProtocolError("message too large")
-                header = json.loads(self._read_exact(nhead))
-                buffers, total = [], 0
-                for _ in range(nbuf):
-                    (n,) = struct.unpack("!Q", self._read_exact(8))
-                    total += n
-                    if total > MAX_BUFFERS:
-                        raise ProtocolError("message too large")
-                    buffers.append(self._read_exact(n))
+                header, buffers = read_frame(read_exact)
                 if not isinstance(header, dict) or header.get("k") not in ("req", "rep"):
                     raise ProtocolError("not a message")
                 header["buffers"] = buffers
@@ -318,41 +310,51 @@ class Channel:
         except BaseException as e:  # noqa: BLE001 - garbage, a memory limit: the channel ends
             self._close(f"{type(e).__name__}: {e}")
 
-    def _read_exact(self, n: int) -> bytes:
-        chunks, left = [], n
-        while left:
-            got = self.sock.recv(min(left, 1 << 20))
-            if not got:
-                raise EOFError
-            chunks.append(got)
-            left -= len(got)
-        return b"".join(chunks)
-
     def _route(self, msg: dict) -> None:
-        if msg["k"] == "rep":
-            waiter = self._pending.get(str(msg.get("to")))
-            if waiter is not None:
-                waiter.inbox.put(msg)
-            return
-        if msg.get("op") == "stop":
-            self._main.put(None)
-            return
-        parent = self._pending.get(str(msg.get("parent")))
-        if parent is not None:
-            parent.inbox.put(msg)
-        elif self.side == "k" and msg.get("parent") is None:
-            self._main.put(msg)
-        else:
-            threading.Thread(target=ready_thread_target(self._serve_one), args=(msg,),
-                             daemon=True, name=f"remote-{self.side}-call").start()
+        try:
+            if msg["k"] == "rep":
+                waiter = self._pending.get(str(msg.get("to")))
+                if waiter is not None:
+                    waiter.inbox.put_nowait(msg)
+                return
+            if msg.get("op") == "stop":
+                self._main.put_nowait(None)
+                return
+            parent = self._pending.get(str(msg.get("parent")))
+            if parent is not None:
+                parent.inbox.put_nowait(msg)
+            elif self.side == "k" and msg.get("parent") is None:
+                self._main.put_nowait(msg)
+            elif self._call_slots.acquire(blocking=False):
+                threading.Thread(target=ready_thread_target(self._serve_in_thread), args=(msg,),
+                                 daemon=True, name=f"remote-{self.side}-call").start()
+            else:
+                self._send({"k": "rep", "id": f"{self.side}{next(self._ids)}", "to": msg["id"],
+                            "ok": False, "back": [],
+                            "error": ["RuntimeError", f"too many calls at once (at most "
+                                      f"{MAX_CALL_THREADS} from threads of their own)", ""]}, [])
+        except queue.Full:
+            raise ProtocolError(f"more than {MAX_QUEUED} requests queued without an answer") from None
+
+    def _serve_in_thread(self, msg: dict) -> None:
+        try:
+            self._serve_one(msg)
+        finally:
+            self._call_slots.release()
 
     def _close(self, reason: str) -> None:
         if not self.closed.is_set():
             self.reason = reason
             self.closed.set()
-        self._main.put(None)
-        for w in list(self._pending.values()):
-            w.inbox.put({"k": "closed"})
+        for q in [self._main, *(w.inbox for w in list(self._pending.values()))]:
+            try:
+                q.put_nowait(None if q is self._main else {"k": "closed"})
+            except queue.Full:   # a flooded queue: make room for the news that it is closed
+                try:
+                    q.get_nowait()
+                    q.put_nowait(None if q is self._main else {"k": "closed"})
+                except (queue.Empty, queue.Full):
+                    pass
 
     def stop(self) -> None:
         """Judge side: tell the kernel's :func:`serve` to return, then close."""

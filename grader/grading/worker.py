@@ -124,7 +124,9 @@ def _serve(a, cfg: GradingConfig, only, events, runtime: Path) -> int:
 
     from . import sandbox
 
-    from . import item, judge  # noqa: F401 - loaded while the pipeline sets the course up
+    # loaded (and the judges' fork server started) while the pipeline sets the course up
+    from . import item, judge, judge_process  # noqa: F401
+    judge_process.warm()
     from .ledger import Ledger
 
     with open(cfg.course / ".grading.lock", "a") as lock:   # wait for the set-up to finish

@@ -124,7 +124,7 @@ def _rank_main(job_path: str, out_path: str) -> None:
         payload = ("err", RemoteFailure.from_exception(exc).as_data())
     with open(out_path + ".tmp", "wb") as f:
         if safe:   # data only: the launcher decodes it without running anything (no pickle)
-            from ..grading.codec import dumps
+            from ..wire import dumps
 
             try:
                 f.write(dumps(list(payload)))
@@ -152,7 +152,7 @@ def launch(fn: Callable[..., Any], nprocs: int = 2, framework: str = "torch", ar
     reshard runs); they override the launcher's own, such as ``GLOG_minloglevel``.
 
     ``safe_results``: the ranks run code this process must not trust (a student's), so
-    their return values travel as data (:mod:`grader.grading.codec`: numbers, strings,
+    their return values travel as data (:mod:`grader.wire`: numbers, strings,
     containers, arrays), never pickled; anything else fails the rank."""
     from .backends import get_backend
 
@@ -219,7 +219,7 @@ def _read_result(path: str, safe: bool) -> tuple[str, Any]:
     with open(path, "rb") as f:
         if not safe:
             return pickle.load(f)
-        from ..grading.codec import ProtocolError, loads
+        from ..wire import ProtocolError, loads
 
         try:
             status, value = loads(f.read())

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..wire import value_type
+
 __all__ = ["Interval", "Timeline", "COLORS"]
 
 COLORS = {"compute": "#4C72B0", "copy": "#DD8452", "comm": "#55A868", "other": "#8C8C8C"}
@@ -24,6 +26,7 @@ _TRACE_KINDS = {"kernel": "compute", "Kernel": "compute", "cpu_op": "compute",
                 "gpu_memset": "copy", "Memset": "copy"}
 
 
+@value_type
 @dataclass(frozen=True)
 class Interval:
     row: str
@@ -47,6 +50,7 @@ def _merge(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
     return [(s, e) for s, e in out]
 
 
+@value_type
 @dataclass
 class Timeline:
     title: str = ""

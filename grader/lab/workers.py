@@ -26,6 +26,7 @@ from multiprocessing.connection import Client, Listener
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..wire import value_type
 from .procs import RemoteFailure, callable_of, child_env, exit_now, log_tail, portable, \
     start_python
 
@@ -59,6 +60,7 @@ class Ref:
     key: int
 
 
+@value_type
 @dataclass
 class TaskRecord:
     """One finished task as the worker clocked it (``time.perf_counter_ns``, shared by all

@@ -6,7 +6,8 @@ judge turned it on in each of them, every correct Paddle answer to assignment 6 
 5/14. Every assignment that accepts Paddle answers (its answer cell sets ``FRAMEWORK``) is
 graded here with Paddle answers: correct ones in two styles score full marks, each typical
 mistake loses its points, cell by cell. tests/grading/test_judge.py compares the sample
-students (PyTorch) judged and in the kernel.
+students judged and in the kernel (both frameworks: alice answers two assignments in
+Paddle).
 """
 from __future__ import annotations
 

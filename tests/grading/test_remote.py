@@ -1,4 +1,4 @@
-"""The judge <-> kernel channel (grader.grading.remote) and its data-only codec, in one
+"""The judge <-> kernel channel (grader.grading.remote) and the data-only wire format, in one
 process: a socket pair, the "kernel" end served by a thread with its own namespace."""
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import time
 import numpy as np
 import pytest
 
-from grader.grading import codec, remote
-from grader.grading.codec import Decoder, Encoder, ProtocolError
+from grader import wire as codec
+from grader.grading import remote
+from grader.wire import Decoder, Encoder, ProtocolError
 from grader.grading.remote import Channel, ChannelClosed, KernelObject, RemoteTimeout
 
 KERNEL_CODE = '''
@@ -99,6 +100,20 @@ def gen(n):
 def walk_judge(fn):
     import gc
     return fn.__globals__
+
+def flood(fn, n):
+    out = [None] * n
+    def run(i):
+        try:
+            out[i] = fn(i)
+        except Exception as e:
+            out[i] = f"{type(e).__name__}: {e}"
+    ts = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return out
 '''
 
 
@@ -165,7 +180,7 @@ def test_the_planners_strategy_travels_as_a_value_from_its_module_in_the_package
     ({"a": ["|O", [1], 0], "n": 0}, [b"\x00" * 8]),                 # object dtype
     ({"a": ["<f4", [4], 0], "n": 0}, [b"\x00" * 8]),                # size does not match
     ({"v": "os.system", "x": {}, "n": 0}, []),                      # not a value type
-    ({"v": "grader.lab.planner.Strategy", "x": {"dp": 1}, "n": 0}, []),  # missing fields
+    ({"v": "grader.lab.planner.cost.Strategy", "x": {"dp": 1}, "n": 0}, []),  # missing fields
     ({"f": "__import__('os')"}, []),
     ({"T": ["torch", "__class__", False], "a": ["<f4", [1], 0], "n": 0}, [b"\x00" * 4]),
     ({"pickle": "gASVAAAAAA=="}, []),
@@ -248,6 +263,31 @@ def test_the_kernel_calls_back_into_judge_objects_nested_and_from_threads(pair):
     # a kernel function calling a judge function that calls a kernel function
     add = fn(judge, "add")
     assert fn(judge, "call_it")(lambda a: add(a, 1), 41) == 42
+
+
+def test_a_thread_flood_from_the_kernel_gets_at_most_the_cap_of_threads_in_the_judge(pair):
+    """300 kernel threads calling one judge function at once: at most MAX_CALL_THREADS run
+    in the judge, each other call fails at once with a RuntimeError that says why."""
+    judge, _ = pair
+    lock, state = threading.Lock(), {"now": 0, "most": 0, "threads": 0}
+
+    def slow(i):
+        with lock:
+            state["now"] += 1
+            state["most"] = max(state["most"], state["now"])
+            judge_threads = sum(t.name == "remote-j-call" for t in threading.enumerate())
+            state["threads"] = max(state["threads"], judge_threads)
+        time.sleep(0.3)
+        with lock:
+            state["now"] -= 1
+        return i
+
+    out = fn(judge, "flood")(slow, 300)
+    refused = [o for o in out if isinstance(o, str)]
+    assert 0 < state["most"] <= remote.MAX_CALL_THREADS
+    assert state["threads"] <= remote.MAX_CALL_THREADS
+    assert refused and all("too many calls at once" in o for o in refused)
+    assert sorted(o for o in out if isinstance(o, int)) == [i for i, o in enumerate(out) if isinstance(o, int)]
 
 
 def test_judge_objects_show_the_kernel_no_private_attribute_and_no_module(pair):

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ...wire import value_type
 from .cluster import Cluster
 from .collectives import collective_time
 from .layouts import Collective, comm_plan, validate_plan
@@ -36,6 +37,7 @@ from .layouts import Collective, comm_plan, validate_plan
 __all__ = ["Strategy", "Prediction", "predict", "compute_flops", "memory_terms"]
 
 
+@value_type(rebuild=lambda f: {**f, "placements": tuple(f["placements"])})
 @dataclass(frozen=True)
 class Strategy:
     """``dp`` data-parallel replicas, each a group of ``tp`` ranks sharing every layer by

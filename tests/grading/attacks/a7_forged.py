@@ -1,6 +1,6 @@
 """A ring all-reduce that is not one: the real collective through a name the check did not
-patch, and the rank's send log rewritten through the caller's frame. The rank processes run
-the student's code, so what they count can be forged: a known limit (exercises/GRADING.md)."""
+patch, and the rank's send log rewritten through the caller's frame. It forged 6 of 6 while
+the ranks counted their own messages; the relays now count them (grader/lab/relay.py)."""
 
 
 def ring_all_reduce(x, rank, world_size):
