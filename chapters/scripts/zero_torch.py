@@ -4,6 +4,7 @@ weights it ends with, against training the whole model in one process.
     torchrun --nproc_per_node 2 zero_torch.py --out zero2.json      # CPU ranks, gloo
     torchrun --nproc_per_node 4 zero_torch.py --out zero4.json      # adds the 2-D mesh
     torchrun --nproc_per_node gpu zero_torch.py --device cuda       # one rank per GPU
+    torchrun --nproc_per_node 2 zero_torch.py --pipeline pipe.json  # then pipeline_torch
 
 Each strategy trains the same model from the same weights on the same batches, one
 after the other (each rank takes its slice of every batch):
@@ -83,6 +84,7 @@ class MemoryWatch:
 
     def __init__(self, model: torch.nn.Module) -> None:
         self.model, self.peak_params, self.saved = model, 0, {}
+        self.watching = False
         for module in model.modules():
             if isinstance(module, (torch.nn.Linear, torch.nn.Embedding)):
                 module.register_forward_pre_hook(lambda *_: self.look())
@@ -94,17 +96,19 @@ class MemoryWatch:
         return self.shards + nbytes(gathered)
 
     def look(self) -> None:
-        self.peak_params = max(self.peak_params, self.held_params())
+        if self.watching:                  # (only in the watched step: it costs time)
+            self.peak_params = max(self.peak_params, self.held_params())
 
     def pack(self, t: torch.Tensor):       # autograd saves `t` for the backward pass
         ptr = t.untyped_storage().data_ptr()
-        params = {local(p).untyped_storage().data_ptr()
+        params = {local(p).untyped_storage().data_ptr()   # gathered ones included
                   for p in self.model.parameters()}
         if ptr not in params:        # a weight saved by a product is not new memory
             self.saved[ptr] = t.untyped_storage().nbytes()
         return t
 
-    def step_begins(self) -> None:
+    def step_begins(self, watching: bool) -> None:
+        self.watching = watching
         self.shards = nbytes(p for p in self.model.parameters()
                              if isinstance(p, DTensor))
         self.peak_params, self.saved = self.held_params(), {}
@@ -156,7 +160,7 @@ class Run:
         x, y = (t[self.rank * rows:(self.rank + 1) * rows].to(self.device)
                 for t in batch(step))
         last = step == STEPS - 1         # the step that is watched, not timed
-        self.watch.step_begins()
+        self.watch.step_begins(last)
         log = Collectives() if last else contextlib.nullcontext()
         saved = torch.autograd.graph.saved_tensors_hooks(self.watch.pack, lambda t: t)
         dist.barrier()
@@ -223,6 +227,8 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--strategies", default="DP,ZeRO-1,ZeRO-2,ZeRO-3,2-D")
     ap.add_argument("--out", help="JSON file for the results (written by rank 0)")
+    ap.add_argument("--pipeline", metavar="OUT", help="then, in the same launch (a "
+                    "launch costs seconds), pipeline_torch.py, its results to OUT")
     args = ap.parse_args()
     device = torch.device(args.device)
     if device.type == "cuda":
@@ -276,7 +282,11 @@ def main() -> None:
                 json.dump({"world": world, "device": device.type, "runs": runs,
                            "ref_losses": ref_losses, "ref_times": reference.times[1:-1],
                            "sweep": sweep}, f)
-    dist.destroy_process_group()
+    if args.pipeline:
+        import pipeline_torch            # it ends the process group
+        pipeline_torch.main(["--device", args.device, "--out", args.pipeline])
+    else:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
