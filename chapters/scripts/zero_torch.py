@@ -4,7 +4,7 @@ weights it ends with, against training the whole model in one process.
     torchrun --nproc_per_node 2 zero_torch.py --out zero2.json      # CPU ranks, gloo
     torchrun --nproc_per_node 4 zero_torch.py --out zero4.json      # adds the 2-D mesh
     torchrun --nproc_per_node gpu zero_torch.py --device cuda       # one rank per GPU
-    torchrun --nproc_per_node 2 zero_torch.py --pipeline pipe.json  # then pipeline_torch
+    torchrun --nproc_per_node 2 zero_torch.py --pipeline pipe.json  # + pipeline_torch
 
 Each strategy trains the same model from the same weights on the same batches, one
 after the other (each rank takes its slice of every batch):
