@@ -4,7 +4,6 @@ computes, on the clock all processes of this machine share.
 
     torchrun --nproc_per_node 2 pipeline_torch.py --out pipe.json   # CPU ranks, gloo
     torchrun --nproc_per_node 2 pipeline_torch.py --device cuda     # two GPUs
-    torchrun --nproc_per_node 2 zero_torch.py --pipeline pipe.json  # after ZeRO's runs
 
 Rank 0 holds the embedding and the first half of the blocks, rank 1 the rest and the
 head. Both train next to a whole copy of the model; their weights must agree.
@@ -68,18 +67,17 @@ def train(schedule: str, micro: int, rank: int, stages: int, device) -> dict:
             "times": times[1:], "losses": losses, "state": part.state_dict()}
 
 
-def main(argv=None) -> None:
+def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--micro", default="2,4,8", help="micro-batches per step to try")
     ap.add_argument("--out", help="JSON file for the results (written by rank 0)")
-    args = ap.parse_args(argv)
+    args = ap.parse_args()
     device = torch.device(args.device)
     if device.type == "cuda":
         device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
         torch.cuda.set_device(device)
-    if not dist.is_initialized():    # (zero_torch.py --pipeline runs this after itself)
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     rank, stages = dist.get_rank(), dist.get_world_size()
     if BLOCKS % stages:
         raise SystemExit(f"{BLOCKS} blocks do not split into {stages} stages")

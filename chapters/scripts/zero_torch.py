@@ -4,7 +4,6 @@ weights it ends with, against training the whole model in one process.
     torchrun --nproc_per_node 2 zero_torch.py --out zero2.json      # CPU ranks, gloo
     torchrun --nproc_per_node 4 zero_torch.py --out zero4.json      # adds the 2-D mesh
     torchrun --nproc_per_node gpu zero_torch.py --device cuda       # one rank per GPU
-    torchrun --nproc_per_node 2 zero_torch.py --pipeline pipe.json  # + pipeline_torch
 
 Each strategy trains the same model from the same weights on the same batches, one
 after the other (each rank takes its slice of every batch):
@@ -227,8 +226,6 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--strategies", default="DP,ZeRO-1,ZeRO-2,ZeRO-3,2-D")
     ap.add_argument("--out", help="JSON file for the results (written by rank 0)")
-    ap.add_argument("--pipeline", metavar="OUT", help="then, in the same launch (a "
-                    "launch costs seconds), pipeline_torch.py, its results to OUT")
     args = ap.parse_args()
     device = torch.device(args.device)
     if device.type == "cuda":
@@ -282,11 +279,7 @@ def main() -> None:
                 json.dump({"world": world, "device": device.type, "runs": runs,
                            "ref_losses": ref_losses, "ref_times": reference.times[1:-1],
                            "sweep": sweep}, f)
-    if args.pipeline:
-        import pipeline_torch            # it ends the process group
-        pipeline_torch.main(["--device", args.device, "--out", args.pipeline])
-    else:
-        dist.destroy_process_group()
+    dist.destroy_process_group()
 
 
 if __name__ == "__main__":

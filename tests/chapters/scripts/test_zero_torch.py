@@ -17,10 +17,6 @@ MODEL_BYTES = 215_808 * 4                  # TinyGPT's parameters, float32
 
 @pytest.fixture(scope="module", params=[2, 4])
 def launched(request, tmp_path_factory) -> dict:
-    if request.param == 2:     # the page's 2-rank launch, which runs the pipeline too
-        shared = request.getfixturevalue("zero2_then_pipeline")
-        assert "largest difference from one process" in shared["stdout"]
-        return shared["zero"]
     out = tmp_path_factory.mktemp(f"zero{request.param}")
     p = run([str(BIN / "torchrun"), "--standalone", "--nproc_per_node",
              str(request.param), SCRIPT, "--out", "zero.json"], out, timeout=600)
