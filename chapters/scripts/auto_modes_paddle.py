@@ -10,7 +10,9 @@
     python -m paddle.distributed.launch --nproc_per_node 2 auto_modes_paddle.py
     python -m paddle.distributed.launch --gpus 0,1 auto_modes_paddle.py --device gpu
 
-Each attempt prints what it did, or the error it stopped with.
+Each attempt prints what it did, or the error it stopped with. ``semi_auto_paddle.py
+--modes`` runs ``try_all`` after its own work, in the same launch (a launch costs
+seconds).
 """
 import argparse
 import traceback
@@ -90,12 +92,8 @@ def fully_automatic(world: int):
     return "trained one epoch"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--device", default="cpu")
-    args = ap.parse_args()
-    paddle.set_device(args.device)
-    world = dist.get_world_size()
+def try_all(world: int) -> None:
+    """Each mode in turn; rank 0 prints what happened."""
     # dist.to_static last: after it fails, the others crash in the same process
     for name, attempt in (("dist.to_distributed", automatic_dynamic),
                           ('Engine, auto_mode="full_random"', fully_automatic),
@@ -111,6 +109,14 @@ def main() -> None:
         if dist.get_rank() == 0:
             print(f"{name:<33} {outcome}", flush=True)
         paddle.disable_static()   # a failed Engine leaves Paddle in static-graph mode
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cpu")
+    args = ap.parse_args()
+    paddle.set_device(args.device)
+    try_all(dist.get_world_size())
 
 
 if __name__ == "__main__":

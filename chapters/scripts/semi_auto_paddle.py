@@ -155,6 +155,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")   # "gpu": one GPU per rank, NCCL
     ap.add_argument("--out", help="JSON file for the results (written by rank 0)")
+    ap.add_argument("--modes", action="store_true",
+                    help="then try Paddle's automatic modes (auto_modes_paddle.py)")
     args = ap.parse_args()
     paddle.set_device(args.device)   # the launcher gives each rank its own GPU
     world = dist.get_world_size()
@@ -164,6 +166,12 @@ def main() -> None:
     if dist.get_rank() == 0 and args.out:
         with open(args.out, "w") as f:
             json.dump(result, f)
+    if args.modes:                # the next script, in this launch: it costs seconds
+        import auto_modes_paddle
+        mark("automatic modes")   # (what Paddle logs from here on belongs to them)
+        if dist.get_rank() == 0:
+            print("Paddle's automatic modes:", flush=True)
+        auto_modes_paddle.try_all(world)
 
 
 if __name__ == "__main__":

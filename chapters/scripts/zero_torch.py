@@ -83,6 +83,7 @@ class MemoryWatch:
 
     def __init__(self, model: torch.nn.Module) -> None:
         self.model, self.peak_params, self.saved = model, 0, {}
+        self.watching = False
         for module in model.modules():
             if isinstance(module, (torch.nn.Linear, torch.nn.Embedding)):
                 module.register_forward_pre_hook(lambda *_: self.look())
@@ -94,17 +95,19 @@ class MemoryWatch:
         return self.shards + nbytes(gathered)
 
     def look(self) -> None:
-        self.peak_params = max(self.peak_params, self.held_params())
+        if self.watching:                  # (only in the watched step: it costs time)
+            self.peak_params = max(self.peak_params, self.held_params())
 
     def pack(self, t: torch.Tensor):       # autograd saves `t` for the backward pass
         ptr = t.untyped_storage().data_ptr()
-        params = {local(p).untyped_storage().data_ptr()
+        params = {local(p).untyped_storage().data_ptr()   # gathered ones included
                   for p in self.model.parameters()}
         if ptr not in params:        # a weight saved by a product is not new memory
             self.saved[ptr] = t.untyped_storage().nbytes()
         return t
 
-    def step_begins(self) -> None:
+    def step_begins(self, watching: bool) -> None:
+        self.watching = watching
         self.shards = nbytes(p for p in self.model.parameters()
                              if isinstance(p, DTensor))
         self.peak_params, self.saved = self.held_params(), {}
@@ -156,7 +159,7 @@ class Run:
         x, y = (t[self.rank * rows:(self.rank + 1) * rows].to(self.device)
                 for t in batch(step))
         last = step == STEPS - 1         # the step that is watched, not timed
-        self.watch.step_begins()
+        self.watch.step_begins(last)
         log = Collectives() if last else contextlib.nullcontext()
         saved = torch.autograd.graph.saved_tensors_hooks(self.watch.pack, lambda t: t)
         dist.barrier()

@@ -58,7 +58,9 @@ def torch_semi_auto(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def paddle_semi_auto(tmp_path_factory):
-    return paddle_launch("semi_auto_paddle.py", 2, tmp_path_factory.mktemp("paddle_semi"))
+    # --modes: Paddle's automatic modes too, in the same launch, as the page runs it
+    return paddle_launch("semi_auto_paddle.py", 2, tmp_path_factory.mktemp("paddle_semi"),
+                         "--modes")
 
 
 def test_torch_reshards_are_exact_and_run_the_collectives_the_page_names(torch_semi_auto):
@@ -184,9 +186,14 @@ def test_the_calibrated_planner_compares_every_plan_that_ran(torch_2d):
 
 
 # ------------------------------------------------------------------ Paddle's automatic modes
-def test_paddles_automatic_modes_each_report_what_happened(tmp_path):
-    _, log = paddle_launch("auto_modes_paddle.py", 2, tmp_path, out=False)
-    lines = paddle_log.script_output(log).splitlines()
+def test_paddles_automatic_modes_each_report_what_happened(paddle_semi_auto):
+    _, log = paddle_semi_auto            # they ran after the semi-automatic part
+    semi, heading, modes = paddle_log.script_output(log).partition(
+        "Paddle's automatic modes:\n")
+    assert heading and "largest difference" in semi
+    # their marker ends the MLP's last section: what they log is not counted as its own
+    assert "automatic modes" in paddle_log.sections(log)
+    lines = modes.splitlines()
     for name in ("dist.to_distributed", 'Engine, auto_mode="full_random"',
                  "dist.to_static"):
         line = next(line for line in lines if line.startswith(name))
