@@ -59,24 +59,23 @@ def one_process(tmp_path_factory) -> Path:
     return out / "single.pdparams"
 
 
-def test_two_processes_under_the_launcher_train_like_one_process(tmp_path, one_process):
-    p = run(LAUNCH + ["--nproc_per_node", "2", "--log_dir", "log", SCRIPT, "--epochs",
-                      "2", "--checkpoint", "ddp.pdparams"], tmp_path)
+def test_one_process_then_two_launched_resuming_with_no_sync_train_like_one(
+        tmp_path, one_process):
+    """As the page runs it: one process trains the first epoch and writes the
+    checkpoint; two processes under the launcher load it, accumulate with no_sync and
+    train the second; the result equals one process's two epochs. One launch checks the
+    launcher's environment, the resume, accumulation and the equality."""
+    args = [SCRIPT, "--accum", "4", "--checkpoint", "acc.pdparams"]
+    first = run(["python"] + args + ["--epochs", "1"], tmp_path)
+    assert "1 process(es) x 8 rows x 4 micro-batch(es) = 32 rows" in first.stdout
+    assert _state(tmp_path / "acc.pdparams")["epoch"] == 1
+    second = run(LAUNCH + ["--nproc_per_node", "2", "--log_dir", "log"] + args
+                 + ["--epochs", "2"], tmp_path)       # finds the checkpoint
     # The launcher echoes rank 0; every rank's output is in its log.
-    assert re.search(r"rank 0 of 2: endpoint .*, gloo on cpu", p.stdout)
+    assert re.search(r"rank 0 of 2: endpoint .*, gloo on cpu", second.stdout)
     assert re.search(r"rank 1 of 2: endpoint .*, gloo on cpu",
                      (tmp_path / "log" / "workerlog.1").read_text())
-    _assert_same_model(tmp_path / "ddp.pdparams", one_process, epochs=2)
-
-
-def test_no_sync_accumulation_then_a_restart_resuming_from_the_checkpoint_matches(
-        tmp_path, one_process):
-    args = LAUNCH + ["--nproc_per_node", "2", "--log_dir", "log", SCRIPT, "--accum", "4",
-                     "--checkpoint", "acc.pdparams"]
-    first = run(args + ["--epochs", "1"], tmp_path)
-    assert "2 process(es) x 4 rows x 4 micro-batch(es) = 32 rows" in first.stdout
-    assert _state(tmp_path / "acc.pdparams")["epoch"] == 1
-    second = run(args + ["--epochs", "2"], tmp_path)     # finds the checkpoint
+    assert "2 process(es) x 4 rows x 4 micro-batch(es) = 32 rows" in second.stdout
     assert "at epoch 1" in second.stdout and "epoch 0:" not in second.stdout
     _assert_same_model(tmp_path / "acc.pdparams", one_process, epochs=2)
 

@@ -53,22 +53,21 @@ def one_process(tmp_path_factory) -> Path:
     return out / "single.pt"
 
 
-def test_two_processes_under_torchrun_train_like_one_process(tmp_path, one_process):
-    p = run([TORCHRUN, "--standalone", "--nproc_per_node", "2", SCRIPT, "--epochs", "2",
-             "--checkpoint", "ddp.pt"], tmp_path)
-    assert re.search(r"rank 0 of 2: LOCAL_RANK 0, .*gloo on cpu", p.stdout)
-    assert re.search(r"rank 1 of 2: LOCAL_RANK 1, .*gloo on cpu", p.stdout)
-    _assert_same_model(tmp_path / "ddp.pt", one_process, epochs=2)
-
-
-def test_no_sync_accumulation_then_a_restart_resuming_from_the_checkpoint_matches(
+def test_one_process_then_two_under_torchrun_resuming_with_no_sync_train_like_one(
         tmp_path, one_process):
-    args = [TORCHRUN, "--standalone", "--nproc_per_node", "2", SCRIPT, "--accum", "4",
-            "--checkpoint", "acc.pt"]
-    first = run(args + ["--epochs", "1"], tmp_path)
-    assert "2 process(es) x 4 rows x 4 micro-batch(es) = 32 rows" in first.stdout
+    """As the page runs it: one process trains the first epoch and writes the
+    checkpoint; two processes under torchrun load it, accumulate with no_sync and train
+    the second; the result equals one process's two epochs. One launch checks the
+    launcher's environment, the resume, accumulation and the equality."""
+    args = [SCRIPT, "--accum", "4", "--checkpoint", "acc.pt"]
+    first = run(["python"] + args + ["--epochs", "1"], tmp_path)
+    assert "1 process(es) x 8 rows x 4 micro-batch(es) = 32 rows" in first.stdout
     assert _weights(tmp_path / "acc.pt")["epoch"] == 1
-    second = run(args + ["--epochs", "2"], tmp_path)     # finds the checkpoint
+    second = run([TORCHRUN, "--standalone", "--nproc_per_node", "2"] + args
+                 + ["--epochs", "2"], tmp_path)       # finds the checkpoint
+    assert re.search(r"rank 0 of 2: LOCAL_RANK 0, .*gloo on cpu", second.stdout)
+    assert re.search(r"rank 1 of 2: LOCAL_RANK 1, .*gloo on cpu", second.stdout)
+    assert "2 process(es) x 4 rows x 4 micro-batch(es) = 32 rows" in second.stdout
     assert "at epoch 1" in second.stdout and "epoch 0:" not in second.stdout
     _assert_same_model(tmp_path / "acc.pt", one_process, epochs=2)
 
