@@ -57,10 +57,9 @@ def build_command(root: Path, builddir: Path | None = None, strict: bool = True)
     return cmd
 
 
-def build(root: Path = ROOT, builddir: Path | None = None, strict: bool = True,
-          quiet: bool = False) -> float:
-    """Build the book; return the seconds it took. Raises CalledProcessError on failure."""
-    env = dict(os.environ)
+def build_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment the book build (and so every kernel and launched script) runs in."""
+    env = dict(os.environ if base is None else base)
     env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")  # a debugger warning, not ours
     env.setdefault("GLOG_minloglevel", "2")
     # Paddle warns at import, in every process a launcher starts, that this machine has no
@@ -68,11 +67,21 @@ def build(root: Path = ROOT, builddir: Path | None = None, strict: bool = True,
     # machine's notice, not the reader's.
     env.setdefault("PYTHONWARNINGS", "ignore:No ccache found:UserWarning")
     env["COURSE_BOOK_BUILD"] = "1"  # chapters render static views of live widgets
+    # Figures are shown by the kernels' inline backend: a non-interactive backend chosen for
+    # this process (as grading and GPU-cell runs choose "Agg") would leave the pages bare.
+    env.pop("MPLBACKEND", None)
     # Chapters start scripts the way a reader does (`!torchrun ...`,
     # `!python -m paddle.distributed.launch ...`): the environment's own commands come
     # first on PATH even when it is not activated.
     bindir = str(Path(sys.executable).parent)
     env["PATH"] = os.pathsep.join([bindir, env.get("PATH", "")])
+    return env
+
+
+def build(root: Path = ROOT, builddir: Path | None = None, strict: bool = True,
+          quiet: bool = False) -> float:
+    """Build the book; return the seconds it took. Raises CalledProcessError on failure."""
+    env = build_env()
     # jupyter-book writes into <path-output>/_build (the book root's _build by default)
     refresh_cache(root, (builddir or root) / "_build")
     t0 = time.perf_counter()

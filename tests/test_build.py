@@ -23,3 +23,12 @@ def test_a_change_to_the_grader_package_changes_the_fingerprint(tmp_path):
     before = code_fingerprint(tmp_path)
     (tmp_path / "grader" / "lab.py").write_text("x = 2\n")
     assert code_fingerprint(tmp_path) != before
+
+
+def test_the_build_leaves_the_figures_to_the_kernels_inline_backend():
+    """A backend chosen for the test process (grading and GPU-cell runs choose "Agg")
+    must not reach the book's kernels: the pages would show no figure."""
+    from grader.build import build_env
+    env = build_env({"MPLBACKEND": "Agg", "PATH": "/usr/bin"})
+    assert "MPLBACKEND" not in env
+    assert env["COURSE_BOOK_BUILD"] == "1" and env["PATH"].endswith("/usr/bin")

@@ -324,6 +324,7 @@ def run_cells(page: str | Path, framework: str, *, only_gpu: bool = False,
     path = _page_path(page)
     cwd = path.parent
     _glue_stub()
+    backend = os.environ.get("MPLBACKEND")
     os.environ.setdefault("MPLBACKEND", "Agg")
     ns: dict[str, Any] = {"__name__": "__main__", "__shell": _shell(cwd),
                           "display": lambda *a, **k: print(*a)}
@@ -384,6 +385,8 @@ def run_cells(page: str | Path, framework: str, *, only_gpu: bool = False,
                     "seconds": round(seconds, 3), "error": error}
     finally:
         os.chdir(old)
+        if backend is None:  # the caller's environment as it was (a book build follows)
+            os.environ.pop("MPLBACKEND", None)
     return results
 
 

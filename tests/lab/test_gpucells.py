@@ -1,6 +1,7 @@
 """GPU cells: parsed from the page, replayed with provenance, never shown as GPU results
 when they ran on a CPU."""
 import json
+import os
 import textwrap
 
 import pytest
@@ -157,6 +158,18 @@ def test_shell_lines_and_writefile_cells_run_without_ipython(tmp_path):
     res = gpucells.run_cells(p, "torch")
     assert res["torch:run"]["error"] == ""
     assert "hello from a script" in res["torch:run"]["stdout"]
+
+
+def test_running_a_page_leaves_the_plotting_backend_as_it_was(tmp_path, monkeypatch):
+    """run_cells draws with "Agg" while it runs; a book built afterwards in the same
+    process must still get its kernels' inline figures."""
+    monkeypatch.delenv("MPLBACKEND", raising=False)
+    p = tmp_path / "b.md"
+    p.write_text("```{code-cell} ipython3\n:tags: [torch, skip-execution]\n:gpu-cell: b\n"
+                 "import os\nprint(os.environ['MPLBACKEND'])\n```\n")
+    res = gpucells.run_cells(p, "torch")
+    assert res["torch:b"]["stdout"].strip() == "Agg"
+    assert "MPLBACKEND" not in os.environ
 
 
 def test_a_shell_command_continued_with_a_backslash_is_one_command(tmp_path):
