@@ -248,6 +248,21 @@ def _cells(course: Path, assignment: str) -> dict[str, dict[str, float]]:
                 for sub in gb.find_assignment(assignment).submissions}
 
 
+def _errors(course: Path, assignment: str) -> dict[str, str]:
+    """Each autograded notebook's first error output (for a failure's message)."""
+    import nbformat
+    found = {}
+    for nb_path in sorted((course / "autograded").glob(f"*/{assignment}/*.ipynb")):
+        nb = nbformat.read(nb_path, as_version=4)
+        for cell in nb.cells:
+            err = next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"),
+                       None)
+            if err:
+                found[nb_path.parts[-3]] = f"{err.get('ename')}: {str(err.get('evalue'))[:300]}"
+                break
+    return found
+
+
 def _course(assignments: list[str], students: list[str]) -> Path:
     course = Path(tempfile.mkdtemp(prefix="judge-"))
     shutil.copy(EXERCISES / "nbgrader_config.py", course)
@@ -299,11 +314,16 @@ def test_the_sample_submissions_score_the_same_judged_and_in_the_kernel():
                  plain: crashes.autograde_args(plain / "trace", [])}
         with ThreadPoolExecutor(2) as pool:
             # non-zero when a kernel died (carol): that notebook scores 0 both ways
-            list(pool.map(lambda c: _nbgrader(c, "autograde", "*", "--force", *extra[c]),
+            # The two ways share two cores: a cell limit well above what any cell needs
+            # (scores are compared here, not times; the limits have their own tests).
+            list(pool.map(lambda c: _nbgrader(c, "autograde", "*", "--force", *extra[c],
+                                              cell_timeout=300),
                           (judged, plain)))
         for a in ALL:
             want, got = _cells(plain, a), _cells(judged, a)
-            assert got == want, f"{a}: judged {got} != in the kernel {want}"
+            assert got == want, (f"{a}: judged {got} != in the kernel {want}; errors "
+                                 f"judged: {_errors(judged, a)}; in the kernel: "
+                                 f"{_errors(plain, a)}")
             assert want["alice"] and all(s == 0 or s for s in want["alice"].values())
         for fw in ("torch", "paddle"):   # each framework's honest answers earn points
             assert any(sum(_cells(judged, a)["alice"].values()) > 0
