@@ -448,7 +448,9 @@ def test_each_submission_gets_its_own_socket_folder_removed_afterwards(sandboxed
                 out, err = k.run(LIST_SOCKETS % i)
             finally:
                 k.close()
-            assert not err and _wait_end(folder) == "exit 0"
+            # ended: by itself, or terminated by jupyter_client when the shutdown it asked
+            # for takes longer than its wait (as on a loaded machine)
+            assert not err and _wait_end(folder) in ("exit 0", "SIGTERM")
             where, listing = out.split(" ", 1)
             seen.append((folder, where, listing))
         assert not folder.exists()
