@@ -204,7 +204,10 @@ def kernel_end(runtime_dir: Path) -> str | None:
 
     Read it when the kernel died while a cell ran (nbclient's ``DeadKernelError``): after a
     normal end it is ``"exit 0"``, or ``"SIGTERM"`` when the client stopped the kernel
-    (nbgrader shuts kernels down "immediately", which is a SIGTERM). ``None`` while no
+    (nbgrader shuts kernels down "immediately", which is a SIGTERM), and now and then
+    ``"SIGABRT"`` (CPython aborts at shutdown when ipykernel's daemon threads still hold
+    stdout's lock; seen in CI after a clean close), so an end after a close says nothing
+    about the student's code. ``None`` while no
     kernel has ended, or when the launcher itself was killed before it could say.
     """
     try:

@@ -316,17 +316,26 @@ def test_the_cpu_time_limit_ends_the_kernel_with_sigxcpu_and_the_folder_is_hande
     assert work.stat().st_uid == 0
 
 
-def test_a_kernel_that_ends_normally_says_exit_0(sandboxed, tmp_path):
+@pytest.mark.parametrize("code", [0, 3])
+def test_a_kernel_that_exits_says_its_exit_code(sandboxed, tmp_path, code):
+    # the kernel exits by itself: a shutdown through the client is no fixed end (nbgrader's
+    # is a SIGTERM, and CPython can abort with SIGABRT at shutdown when ipykernel's daemon
+    # threads still hold stdout's lock), so the exit code is checked where it is certain
     work = tmp_path / "w"
     work.mkdir()
     k = Kernel(work, tmp_path / "rt", LIMITS)
-    k.run("pass")
-    k.close()
+    try:
+        k.run("pass")
+        with pytest.raises(DeadKernelError):
+            k.run(f"import os, sys\nsys.stdout.flush()\nos._exit({code})", timeout=60)
+    finally:
+        k.close()
     for _ in range(100):
         if sandbox.kernel_end(tmp_path / "rt"):
             break
         time.sleep(0.05)
-    assert sandbox.kernel_end(tmp_path / "rt") == "exit 0"
+    assert sandbox.kernel_end(tmp_path / "rt") == f"exit {code}"
+    assert sandbox.describe_limit_hit(f"exit {code}", LIMITS) is None
 
 
 def test_sigint_and_sigterm_to_the_launcher_reach_the_kernel(sandboxed, tmp_path):
