@@ -210,6 +210,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.device == "cuda":
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    # gloo for CPU ranks, NCCL for GPUs (a machine with a GPU would otherwise start NCCL alone)
+    dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
     dims = [int(v) for v in args.dims.split(",")]
     runs = [Run(p, dims, args.batch, args.device) for p in args.plans]
     for step in range(1 + args.steps):   # step 0 warms up and counts the collectives;

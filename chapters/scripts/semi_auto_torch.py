@@ -139,7 +139,10 @@ def main() -> None:
     args = ap.parse_args()
     if args.device == "cuda":
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-    # a 1-D mesh of all ranks; it starts the process group (gloo on CPU, NCCL on GPUs)
+    # gloo for CPU ranks, NCCL for GPUs: named, since a machine with a GPU would start NCCL
+    # alone, and CPU tensors could not travel
+    dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
+    # a 1-D mesh of all ranks, over that process group
     mesh = init_device_mesh(args.device, (int(os.environ["WORLD_SIZE"]),))
     result = {"world": mesh.size(), "device": args.device,
               "reshards": reshards(mesh, args.device),

@@ -75,4 +75,5 @@ def batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
     stride = rng.integers(1, 8, size=(BATCH, 1))
     tokens = (start + stride * np.arange(SEQ + 1)) % VOCAB
     tokens = torch.from_numpy(tokens)
-    return tokens[:, :-1], tokens[:, 1:]
+    # contiguous: a pipeline stage checks the strides of what it receives
+    return tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
