@@ -16,6 +16,6 @@ python3 -c "import sys, torch; print(sys.version.split()[0], torch.__version__, 
 timeout 150 python3 -m pytest tests/checks/test_gpu_answers.py -q -s -p no:cacheprovider -o addopts="" || echo "gpu answers: exit $?"
 # every chapter's GPU cells, the pages most about the GPU first; each page is written as it ends
 timeout "${GPU_CHECK_SECONDS:-400}" python3 -m grader.gpu_check --frameworks torch --cells-out "$OUT/cells" \
-  --pages toolkit,async,multidevice,communication,data_parallel,sharding,auto_parallel \
+  --pages "${GPU_CHECK_PAGES:-toolkit,async,multidevice,communication,data_parallel,sharding,auto_parallel}" \
   || echo "gpu_check: exit $?"
 date -u +"end %Y-%m-%dT%H:%M:%SZ"
