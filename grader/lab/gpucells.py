@@ -36,6 +36,7 @@ that ran: there is no second copy.
 from __future__ import annotations
 
 import base64
+import hashlib
 import contextlib
 import datetime
 import io
@@ -167,6 +168,12 @@ def find_cell(page: str | Path, name: str, framework: str | None = None) -> Cell
 
 # --- showing a GPU cell in the book -----------------------------------------------------
 
+def source_digest(cell: Cell) -> str:
+    """A short digest of a GPU cell's code, stored with its record: a record whose digest
+    differs from the page's cell was made from an earlier version of the code."""
+    return hashlib.sha256(cell.source.encode()).hexdigest()[:16]
+
+
 def gpu_count(framework: str) -> int:
     try:
         if framework == "torch":
@@ -231,6 +238,10 @@ def gpu_output(page: str, name: str, expect: str = "", *, framework: str | None 
     prov = (rec or {}).get("provenance", {}).get(framework, {})
     if entry and not entry.get("error") and prov and not prov.get("cpu_only"):
         print(provenance_line(prov, framework))
+        if entry.get("source") not in (None, source_digest(cell)):
+            commit = str(prov.get("commit") or "")[:10] or "an earlier commit"
+            print(f"(recorded from an earlier version of this cell, at {commit}; the code "
+                  "above has changed since, and make gpu-check has not run it again)")
         print(entry.get("stdout", "").rstrip())
         for png in entry.get("figures", []):
             _show_png(png)
@@ -382,7 +393,8 @@ def run_cells(page: str | Path, framework: str, *, only_gpu: bool = False,
             if cell.gpu_name:
                 results[f"{framework}:{cell.gpu_name}"] = {
                     "stdout": buf.getvalue()[-20000:], "figures": figures,
-                    "seconds": round(seconds, 3), "error": error}
+                    "seconds": round(seconds, 3), "error": error,
+                    "source": source_digest(cell)}
     finally:
         os.chdir(old)
         if backend is None:  # the caller's environment as it was (a book build follows)

@@ -111,6 +111,43 @@ def test_a_recorded_run_is_shown_with_its_provenance(page, tmp_path, capsys, mon
     assert "NVIDIA H200" in out and "2026-11-30" in out and "square 9" in out
 
 
+def test_a_record_of_an_earlier_version_of_the_cell_says_so(page, tmp_path, capsys,
+                                                           monkeypatch):
+    monkeypatch.setattr(gpucells, "gpu_count", lambda fw: 0)
+    written = gpucells.record_pages([page], ("torch",), tmp_path, allow_cpu=True, log=None)
+    rec = json.loads(written["page"].read_text())
+    rec["provenance"]["torch"].update(cpu_only=False, commit="0123456789abcdef")
+    (tmp_path / "page.json").write_text(json.dumps(rec))
+    assert gpucells.gpu_output(page, "square", directory=tmp_path) == "recorded"
+    assert "earlier version" not in capsys.readouterr().out   # the same code
+    page.write_text(PAGE.replace('print("square", x * x)', 'print("square!", x * x)'))
+    assert gpucells.gpu_output(page, "square", directory=tmp_path) == "recorded"
+    out = capsys.readouterr().out
+    assert "recorded from an earlier version of this cell, at 0123456789" in out
+    assert "square 9" in out
+
+
+def test_the_committed_records_are_gpu_runs_of_cells_on_the_pages():
+    """What bench/results/gpu/cells holds came from a GPU, names cells that exist, and
+    says which code ran (commit and digest), whatever machine reads it."""
+    records = sorted(gpucells.RECORDS.glob("*.json"))
+    assert records, "no GPU records committed"
+    for path in records:
+        rec = gpucells.load_record(path.stem)
+        assert rec, path
+        for key, entry in rec["cells"].items():
+            framework, name = key.split(":", 1)
+            cell = gpucells.find_cell(path.stem, name, framework)   # raises if gone
+            prov = rec["provenance"][framework]
+            assert prov["cpu_only"] is False and prov["gpu_count"] >= 1, (path, key)
+            assert prov["gpu_name"] not in ("", "none") and prov["date"][:4] >= "2026"
+            assert len(prov["commit"]) == 40, (path, key)
+            assert len(entry["source"]) == 16, (path, key)
+            if entry["error"]:   # only a cell that needs more GPUs than the machine had
+                assert entry["error"] == (f"needs {cell.gpus} GPUs; this machine has "
+                                          f"{prov['gpu_count']}"), (path, key)
+
+
 def test_a_cpu_smoke_record_is_never_shown_as_a_gpu_result(page, tmp_path, capsys,
                                                            monkeypatch):
     monkeypatch.setattr(gpucells, "gpu_count", lambda fw: 0)
