@@ -56,8 +56,41 @@ def test_a_cpu_smoke_run_is_marked_and_leaves_the_committed_records_alone(tmp_pa
     assert {p.name: p.stat().st_mtime_ns for p in folder.glob("*.json")} == before
 
 
+PAGES = [p.stem for p in gpucells.pages_with_gpu_cells()]
+# Run here cell by cell: the pages whose CPU cells are short. The others' cells run in the
+# book build (tests/test_book.py) in a kernel, and are checked below as plain Python; all
+# of them ran on an H200 with bench/gpu_device.sh (bench/results/gpu/).
+RUN_HERE = ["async", "communication", "multidevice", "toolkit"]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_torch_cell_of_the_page_is_plain_python_once_translated(page):
+    """No IPython beyond the two spellings gpu_check translates (``%%writefile`` on a
+    cell's first line, ``!command``): anything else would be skipped on the GPU machine."""
+    path = gpucells._page_path(page)
+    checked = 0
+    for cell in gpucells.parse_page(path):
+        tags = set(cell.tags)
+        if (cell.framework not in (None, "torch") or "gpu-output" in tags
+                or ("skip-execution" in tags and not cell.gpu_name)):
+            continue
+        lines = cell.source.splitlines()
+        magics = [ln for i, ln in enumerate(lines) if ln.lstrip().startswith("%")
+                  and not (i == 0 and ln.startswith("%%writefile"))]
+        assert not magics, f"{page} cell {cell.index}: {magics}"
+        assert "get_ipython" not in cell.source, f"{page} cell {cell.index}"
+        compile(gpucells._translate(cell.source, path.parent),
+                f"<{page}:cell {cell.index}>", "exec")
+        checked += 1
+    assert checked
+
+
+def test_the_pages_run_here_are_pages_with_gpu_cells():
+    assert set(RUN_HERE) <= set(PAGES)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("page", [p.stem for p in gpucells.pages_with_gpu_cells()])
+@pytest.mark.parametrize("page", RUN_HERE)
 def test_every_torch_cell_of_the_page_runs_in_a_plain_namespace(page):
     """What make gpu-check does on the GPU machine (no Jupyter there): every cell of the
     page's PyTorch variant runs in order; GPU cells fail here only when there is no GPU."""
