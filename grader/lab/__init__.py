@@ -37,8 +37,9 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def hardware_summary() -> str:
-    """One line saying where this page's outputs were computed."""
+def hardware_summary(page: str | None = None) -> str:
+    """One line saying where this page's outputs were computed; with ``page`` (a chapter's
+    name), also which of its GPU cells replay a recorded GPU run, from which machine."""
     lines = [f"Outputs on this page were computed while building it ({datetime.date.today().isoformat()}):",
              f"  CPU: {cpu_cores()} cores, {cpu_model()}"]
     for fw in FRAMEWORKS:
@@ -50,6 +51,10 @@ def hardware_summary() -> str:
         n = be.gpu_count()
         gpus = f"{n} GPU(s), {be.gpu_name(0)}" if n else "no GPU"
         lines.append(f"  {be.LABEL} {be.version()}: {gpus}")
+    if page:
+        from .gpucells import records_summary
+
+        lines += records_summary(page)
     return "\n".join(lines)
 
 

@@ -196,6 +196,39 @@ def load_record(page: str, directory: Path | None = None) -> dict | None:
     return rec if isinstance(rec, dict) and isinstance(rec.get("cells"), dict) else None
 
 
+def records_summary(page: str, directory: Path | None = None) -> list[str]:
+    """Lines for a page's hardware line: per framework, how many of its GPU cells this
+    machine can run, and what the others show (a recorded run, with its machine, or a
+    sentence that they need a GPU)."""
+    cells = [c for c in parse_page(_page_path(page)) if c.gpu_name]
+    rec = load_record(page, directory) or {}
+    lines = []
+    for fw in FRAMEWORKS:
+        mine = [c for c in cells if (c.framework or "torch") == fw]
+        if not mine:
+            continue
+        label = "PyTorch" if fw == "torch" else "Paddle"
+        have = gpu_count(fw)
+        live = [c for c in mine if have >= c.gpus]
+        prov = rec.get("provenance", {}).get(fw, {})
+        shown = [] if not prov or prov.get("cpu_only") else [
+            c for c in mine if c not in live
+            and not rec["cells"].get(f"{fw}:{c.gpu_name}", {"error": "none"}).get("error")]
+        parts = []
+        if live:
+            parts.append(f"{len(live)} run live here")
+        if shown:
+            parts.append(f"{len(shown)} {'show' if len(shown) > 1 else 'shows'} a run recorded on {prov.get('gpu_count', '?')} x "
+                         f"{prov.get('gpu_name', '?')} on {str(prov.get('date', '?'))[:10]} "
+                         f"(make gpu-check)")
+        rest = len(mine) - len(live) - len(shown)
+        if rest:
+            parts.append(f"{rest} {'say' if rest > 1 else 'says'} what {'they need' if rest > 1 else 'it needs'}"
+                         " (no run on such a GPU machine recorded yet)")
+        lines.append(f"  {label} GPU cells ({len(mine)}): " + "; ".join(parts))
+    return lines
+
+
 def provenance_line(prov: dict, framework: str) -> str:
     fw = prov.get("versions", {}).get(framework, "?")
     cuda = prov.get("cuda", {}).get(framework) or "?"

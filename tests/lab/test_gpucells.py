@@ -322,3 +322,26 @@ def test_a_cell_needing_more_gpus_than_the_machine_has_is_not_run_and_says_why(
     assert res["torch:two"]["error"] == "needs 2 GPUs; this machine has 1"
     assert res["torch:two"]["stdout"] == ""
     assert res["torch:one"]["error"] == "" and res["torch:one"]["stdout"] == "ran\n"
+
+
+def test_the_hardware_line_counts_what_the_gpu_cells_show(page, tmp_path, monkeypatch):
+    monkeypatch.setattr(gpucells, "gpu_count", lambda fw: 0)
+    assert gpucells.records_summary(page, tmp_path) == [
+        "  PyTorch GPU cells (1): 1 says what it needs (no run on such a GPU machine "
+        "recorded yet)",
+        "  Paddle GPU cells (1): 1 says what it needs (no run on such a GPU machine "
+        "recorded yet)"]
+    written = gpucells.record_pages([page], ("torch",), tmp_path, allow_cpu=True, log=None)
+    rec = json.loads(written["page"].read_text())   # a CPU smoke run is not counted
+    assert gpucells.records_summary(page, tmp_path)[0].endswith("recorded yet)")
+    rec["provenance"]["torch"].update(cpu_only=False, gpu_name="NVIDIA H200", gpu_count=1,
+                                      date="2026-11-30T23:14:01+00:00")
+    (tmp_path / "page.json").write_text(json.dumps(rec))
+    assert gpucells.records_summary(page, tmp_path)[0] == (
+        "  PyTorch GPU cells (1): 1 shows a run recorded on 1 x NVIDIA H200 on 2026-11-30 "
+        "(make gpu-check)")
+    monkeypatch.setattr(gpucells, "gpu_count", lambda fw: 1)   # square needs one: live
+    assert gpucells.records_summary(page, tmp_path) == [
+        "  PyTorch GPU cells (1): 1 run live here",
+        "  Paddle GPU cells (1): 1 says what it needs (no run on such a GPU machine "
+        "recorded yet)"]
