@@ -168,10 +168,23 @@ def find_cell(page: str | Path, name: str, framework: str | None = None) -> Cell
 
 # --- showing a GPU cell in the book -----------------------------------------------------
 
-def source_digest(cell: Cell) -> str:
-    """A short digest of a GPU cell's code, stored with its record: a record whose digest
-    differs from the page's cell was made from an earlier version of the code."""
-    return hashlib.sha256(cell.source.encode()).hexdigest()[:16]
+_SCRIPT = re.compile(r"(?<![\w/.])(scripts/[\w./-]+\.py)\b")
+
+
+def source_digest(cell: Cell, read: Any = None) -> str:
+    """A short digest of a GPU cell's code and of the chapter scripts it names (a
+    ``!torchrun ... scripts/x.py`` cell runs that file), stored with its record: a record
+    whose digest differs from today's was made from an earlier version of the code.
+    ``read(relative_path)`` gives a script's text (default: today's file in chapters/)."""
+    read = read or (lambda rel: (CHAPTERS / rel).read_text(encoding="utf-8"))
+    h = hashlib.sha256(cell.source.encode())
+    for rel in sorted(set(_SCRIPT.findall(cell.source))):
+        try:
+            text = read(rel)
+        except (OSError, LookupError):
+            text = "(missing)"
+        h.update(f"\0{rel}\0{text}".encode())
+    return h.hexdigest()[:16]
 
 
 def gpu_count(framework: str) -> int:

@@ -345,3 +345,16 @@ def test_the_hardware_line_counts_what_the_gpu_cells_show(page, tmp_path, monkey
         "  PyTorch GPU cells (1): 1 run live here",
         "  Paddle GPU cells (1): 1 says what it needs (no run on such a GPU machine "
         "recorded yet)"]
+
+
+def test_the_digest_covers_the_scripts_a_cell_launches():
+    cell = gpucells.Cell(0, "!torchrun --nproc_per_node gpu scripts/ddp_torch.py --x 1")
+    v1 = gpucells.source_digest(cell, {"scripts/ddp_torch.py": "print(1)"}.__getitem__)
+    v2 = gpucells.source_digest(cell, {"scripts/ddp_torch.py": "print(2)"}.__getitem__)
+    assert v1 != v2
+    assert v1 == gpucells.source_digest(cell, {"scripts/ddp_torch.py": "print(1)"}.__getitem__)
+    missing = gpucells.source_digest(cell, {}.__getitem__)   # a script that is gone
+    assert missing not in (v1, v2)
+    # today's files by default: the chapters' own script
+    assert gpucells.source_digest(cell) == gpucells.source_digest(
+        cell, lambda rel: (gpucells.CHAPTERS / rel).read_text(encoding="utf-8"))
