@@ -92,7 +92,7 @@ def main() -> None:
                     help="the pipeline's isolation (default: course.toml's)")
     a = ap.parse_args()
     names = a.assignment or ["a1_independent_ops", "a8_placements"]
-    from grader.grading.pipeline import grade_course
+    from grader.grading.run.pipeline import grade_course
 
     plains, ours_all = [], []
     for rep in range(a.repeats):

@@ -55,15 +55,15 @@ def grade(course: Path, plain: bool, sandbox: str | None = None) -> tuple[float,
 
     t0 = time.perf_counter()
     if plain:
-        from grader.grading import judge
+        from grader.grading.judge import executor
 
         env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
         for cmd in (["generate_assignment", A1, "--force"],
-                    ["autograde", A1, "--force", *judge.autograde_args(course / "trace", [])]):
+                    ["autograde", A1, "--force", *executor.autograde_args(course / "trace", [])]):
             subprocess.run([sys.executable, "-m", "nbgrader", *cmd, f"--CourseDirectory.root={course}"],
                            cwd=course, env=env, check=False, capture_output=True)
         return time.perf_counter() - t0, scores(course)
-    from grader.grading.pipeline import grade_course
+    from grader.grading.run.pipeline import grade_course
 
     run = grade_course(course, sandbox=sandbox, verbose=False)
     seconds = time.perf_counter() - t0

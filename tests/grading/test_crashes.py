@@ -9,8 +9,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.grading import crashes
-from grader.grading.pipeline import grade_course
+from grader.grading.sandbox import crashes
+from grader.grading.run.pipeline import grade_course
 
 ROOT = Path(__file__).resolve().parents[2]
 EXERCISES = ROOT / "exercises"
@@ -127,8 +127,8 @@ def test_the_guarded_executor_takes_the_place_of_nbgraders_and_outputs_are_bound
     chain = eval(args[0].split("=", 1)[1])
     default = Autograde.class_traits()["autograde_preprocessors"].default()
     # the executor, then the outputs cut to the notebook's budget, then nbgrader's own steps
-    assert chain[:2] == ["grader.grading.crashes.GuardedExecute",
-                         "grader.grading.outputs.BoundOutputs"]
+    assert chain[:2] == ["grader.grading.sandbox.crashes.GuardedExecute",
+                         "grader.grading.sandbox.outputs.BoundOutputs"]
     assert chain[2:] == [f"{p.__module__}.{p.__qualname__}" for p in default[1:]]
     assert args[1:] == ["--GuardedExecute.trace_file=/t/cell", "--GuardedExecute.skip_cells=3,6"]
 
@@ -140,8 +140,8 @@ def test_a_kernel_the_machines_out_of_memory_killer_ended_is_a_grading_fault_not
     import sys
 
     from grader.grading.config import load
-    from grader.grading.item import GradingFault, api, grade_one
-    from grader.grading.sandbox import MACHINE_OOM
+    from grader.grading.run.item import GradingFault, api, grade_one
+    from grader.grading.sandbox.setup import MACHINE_OOM
 
     course = tmp_path / "course"
     course.mkdir()

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from grader.grading.feedback import ClearHiddenTestsSafely, StripTestTracebacks, in_child
+from grader.grading.submission.feedback import ClearHiddenTestsSafely, StripTestTracebacks, in_child
 
 ROOT = Path(__file__).resolve().parents[2]
 HIDDEN = "grade(checks.check_secret(answer))"

@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.grading.sanitize import meta_policy
+from grader.grading.submission.sanitize import meta_policy
 from tests.grading import payloads
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -38,7 +38,7 @@ def listener():
 
 @pytest.fixture(scope="module")
 def graded(listener):
-    from grader.grading.pipeline import grade_course
+    from grader.grading.run.pipeline import grade_course
 
     course = Path(tempfile.mkdtemp(prefix="course-xss-"))
     try:

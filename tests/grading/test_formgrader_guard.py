@@ -1,10 +1,10 @@
-"""The formgrader guard (grader/grading/formgrader_guard.py) on the formgrader's routes,
+"""The formgrader guard (grader/grading/submission/formgrader_guard.py) on the formgrader's routes,
 without a browser (tests/grading/test_formgrader_guard_browser.py opens the page)."""
 from __future__ import annotations
 
 import re
 
-from grader.grading.formgrader_guard import FILES_POLICY, transform_for
+from grader.grading.submission.formgrader_guard import FILES_POLICY, transform_for
 
 
 class _Request:

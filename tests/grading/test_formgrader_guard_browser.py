@@ -3,7 +3,7 @@ no student script runs, and the formgrader's own scripts still do.
 
 The page is nbgrader's ``formgrade`` template as it ships (no sanitizing) rendering every
 payload of tests/grading/payloads.py, served by a small Tornado app at the formgrader's own
-route with nbgrader's static files beside it and :mod:`grader.grading.formgrader_guard`'s
+route with nbgrader's static files beside it and :mod:`grader.grading.submission.formgrader_guard`'s
 transform installed, as the hub's server has it. Chromium opens it: the payloads are
 refused (the browser logs each refusal), while jQuery, Backbone and ``formgrade.js`` (the
 template's scripts, which carry the nonce) load and the template's inline ``onclick`` shows
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.grading.formgrader_guard import transform_for
+from grader.grading.submission.formgrader_guard import transform_for
 from tests.grading import payloads
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]

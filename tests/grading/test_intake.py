@@ -1,4 +1,4 @@
-"""A submission is read as data (grader/grading/intake.py): regular files only, never a link,
+"""A submission is read as data (grader/grading/submission/intake.py): regular files only, never a link,
 never blocking, within the limits, and what is refused is said."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.grading import intake
+from grader.grading.submission import intake
 from grader.grading.config import SubmissionLimits
 
 ROOT = Path(__file__).resolve().parents[2]

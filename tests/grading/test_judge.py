@@ -1,4 +1,4 @@
-"""Test cells judged in nbgrader's process (grader.grading.judge): the same verdicts as in the
+"""Test cells judged in nbgrader's process (grader.grading.judge.executor): the same verdicts as in the
 kernel for honest submissions, the same outputs' shapes, and limits that still hold."""
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.grading import crashes, judge
-from grader.grading.judge import CellNamespace, JudgedExecute, run_cell_source
-from grader.grading.remote import Channel
+from grader.grading.judge import executor
+from grader.grading.sandbox import crashes
+from grader.grading.judge.executor import CellNamespace, JudgedExecute, run_cell_source
+from grader.grading.judge.channel import Channel
 
 ROOT = Path(__file__).resolve().parents[2]
 EXERCISES = ROOT / "exercises"
@@ -36,9 +37,9 @@ def test_a_cell_runs_as_in_ipython_value_streams_and_errors():
     assert run_cell_source("y = 3", {})[1] is None                    # no expression last
     _, _, error = run_cell_source("assert 1 == 2, 'nope'", {})
     assert isinstance(error, AssertionError) and str(error) == "nope"
-    out = judge._error_output(error)
+    out = executor._error_output(error)
     assert out.ename == "AssertionError" and out.evalue == "nope"
-    assert not any("judge.py" in line for line in out.traceback)      # no judge frames
+    assert not any("grading/judge/" in line for line in out.traceback)      # no judge frames
     assert isinstance(run_cell_source("def (", {})[2], SyntaxError)
 
 
@@ -80,8 +81,8 @@ def test_names_the_judge_lacks_come_from_the_kernel_and_builtins_never_do():
 
 
 def test_autograde_args_put_judged_execute_in_nbgraders_chain(tmp_path):
-    args = judge.autograde_args(tmp_path / "trace", [(6, "cell 7")])
-    assert "'grader.grading.judge.JudgedExecute'" in args[0] and "GuardedExecute" not in args[0]
+    args = executor.autograde_args(tmp_path / "trace", [(6, "cell 7")])
+    assert "'grader.grading.judge.executor.JudgedExecute'" in args[0] and "GuardedExecute" not in args[0]
     assert f"--JudgedExecute.trace_file={tmp_path / 'trace'}" in args
     assert "--JudgedExecute.skip_cells=6" in args
     assert issubclass(JudgedExecute, crashes.GuardedExecute)
@@ -310,7 +311,7 @@ def test_the_sample_submissions_score_the_same_judged_and_in_the_kernel():
     try:
         assert _nbgrader(plain, "generate_assignment", "*", "--force").returncode == 0
         shutil.copytree(plain, judged, dirs_exist_ok=True)
-        extra = {judged: judge.autograde_args(judged / "trace", []),
+        extra = {judged: executor.autograde_args(judged / "trace", []),
                  plain: crashes.autograde_args(plain / "trace", [])}
         with ThreadPoolExecutor(2) as pool:
             # non-zero when a kernel died (carol): that notebook scores 0 both ways
@@ -358,7 +359,7 @@ def test_limits_hold_for_judged_cells_a_timeout_and_a_kernel_that_dies():
         trace = course / "trace"
         t0 = time.monotonic()
         _nbgrader(course, "autograde", A1, "--force", "--student", "loops",
-                  *judge.autograde_args(trace, []), cell_timeout=8)
+                  *executor.autograde_args(trace, []), cell_timeout=8)
         assert time.monotonic() - t0 < 120
         assert _cells(course, A1)["loops"] == {"test_time_work": 4.0, "test_experiment": 0.0}
         nb = json.loads((course / "autograded" / "loops" / A1 / f"{A1}.ipynb").read_text())
@@ -368,12 +369,12 @@ def test_limits_hold_for_judged_cells_a_timeout_and_a_kernel_that_dies():
         # the kernel dies inside the judged test cell: nbgrader drops the notebook, the trace
         # names the cell, and the next round (as the pipeline runs it) scores it 0
         first = _nbgrader(course, "autograde", A1, "--force", "--student", "dies",
-                          *judge.autograde_args(trace, []))
+                          *executor.autograde_args(trace, []))
         assert "DeadKernelError" in first.stdout + first.stderr
         dead = crashes.dead_cell(trace)
         assert dead == (7, "cell 8 (grade id 'test_experiment')")
         again = _nbgrader(course, "autograde", A1, "--force", "--student", "dies",
-                          *judge.autograde_args(trace, [dead]))
+                          *executor.autograde_args(trace, [dead]))
         assert again.returncode == 0, again.stdout[-3000:]
         assert _cells(course, A1)["dies"] == {"test_time_work": 4.0, "test_experiment": 0.0}
     finally:

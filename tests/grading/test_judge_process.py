@@ -1,4 +1,4 @@
-"""The judge process (grader.grading.judge_process): test cells run in a process of the
+"""The judge process (grader.grading.judge.process): test cells run in a process of the
 notebook's own that answers in bounded JSON, and that the grading process can kill, with
 what it started, when a cell does not come back; the next cell gets a fresh one."""
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from grader.grading import remote
-from grader.grading.judge_cells import MAX_STREAM_CHARS
-from grader.grading.judge_process import JudgeProcess
+from grader.grading.judge import channel
+from grader.grading.judge.cells import MAX_STREAM_CHARS
+from grader.grading.judge.process import JudgeProcess
 
 
 @pytest.fixture
@@ -25,7 +25,7 @@ def kernel(tmp_path, monkeypatch):
 
     def serve() -> str:
         name = f".grading-{next(count)}.sock"
-        threading.Thread(target=remote.serve, args=(name, 30.0), daemon=True).start()
+        threading.Thread(target=channel.serve, args=(name, 30.0), daemon=True).start()
         return name
 
     return serve
@@ -61,7 +61,7 @@ def test_locked_cells_and_test_cells_run_in_the_judge_and_answer_as_outputs(kern
         assert "".join(text for _, _, text in got["streams"]) == "hi\n"
         got = test_cell(jp, tmp_path, kernel(), "assert answer() == 1, 'nope'")
         assert got["error"]["ename"] == "AssertionError" and got["error"]["evalue"] == "nope"
-        assert not any("judge_process.py" in line for line in got["error"]["traceback"])
+        assert not any("grading/judge/process.py" in line for line in got["error"]["traceback"])
         # what a cell prints is bounded, with a note where it was cut
         got = test_cell(jp, tmp_path, kernel(), "for _ in range(50):\n    print('x' * 100_000)")
         text = "".join(t for _, _, t in got["streams"])

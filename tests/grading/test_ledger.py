@@ -1,4 +1,4 @@
-"""The grading ledger (grader/grading/ledger.py) on SQLite and on a real PostgreSQL server:
+"""The grading ledger (grader/grading/run/ledger.py) on SQLite and on a real PostgreSQL server:
 each job is claimed by one worker at a time, a resubmission is graded again, a worker that
 lost its claim cannot store a grade, and real processes that are killed or interrupted
 midway leave nothing lost and nothing graded twice once a later run finishes."""
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from grader.grading.ledger import Ledger, owner_id, pid_alive
+from grader.grading.run.ledger import Ledger, owner_id, pid_alive
 from tests.grading.postgres import postgres_server  # noqa: F401 (the fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -346,7 +346,7 @@ def test_a_fault_sends_the_job_back_counted_and_behind_fresh_jobs(ledger):
 
 
 def test_a_lost_lease_and_a_dead_worker_count_as_faults(ledger):
-    from grader.grading.ledger import DEAD_WORKER, LOST_LEASE
+    from grader.grading.run.ledger import DEAD_WORKER, LOST_LEASE
 
     ledger.sync(items(1))
     slow = ledger.claim("h:1:0", 0.2)

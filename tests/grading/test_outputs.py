@@ -1,11 +1,11 @@
 """A notebook keeps at most output_mb of output, counted in bytes; what decides a score is
-never dropped (grader/grading/outputs.py)."""
+never dropped (grader/grading/sandbox/outputs.py)."""
 from __future__ import annotations
 
 import nbformat
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-from grader.grading.outputs import CUT, Budget, BoundOutputs, size_of
+from grader.grading.sandbox.outputs import CUT, Budget, BoundOutputs, size_of
 
 LIMIT = 10_000
 

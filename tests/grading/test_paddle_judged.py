@@ -24,7 +24,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.grading import judge
+from grader.grading.judge import executor
 from grader.grading.authoring import fill_solutions, write
 from tests.checks import a6_solutions as s6
 from tests.checks.a7_paddle_solution import reference_paddle
@@ -133,7 +133,7 @@ def _grade(assignment: str) -> tuple[Path, dict[str, dict[str, float]]]:
     for student, (answers, _) in CASES[assignment].items():
         write(fill_solutions(released, answers),
               course / "submitted" / student / assignment / f"{assignment}.ipynb")
-    _nbgrader(course, "autograde", assignment, "--force", *judge.autograde_args(course / "trace", []))
+    _nbgrader(course, "autograde", assignment, "--force", *executor.autograde_args(course / "trace", []))
     with Gradebook("sqlite:///" + str(course / "gradebook.db"), "parallel-dl") as gb:
         cells = {sub.student.id: {g.name: float(g.score) for nb in sub.notebooks for g in nb.grades}
                  for sub in gb.find_assignment(assignment).submissions}

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from grader.grading.ledger import Ledger
-from grader.grading.pipeline import grade_course
-from grader.grading.progress import summary
-from grader.grading.item import Outcome
+from grader.grading.run.ledger import Ledger
+from grader.grading.run.pipeline import grade_course
+from grader.grading.run.progress import summary
+from grader.grading.run.item import Outcome
 
 ROOT = Path(__file__).resolve().parents[2]
 EXERCISES = ROOT / "exercises"
@@ -101,7 +101,7 @@ def test_an_interrupted_run_finishes_on_the_next_without_regrading_or_duplicates
             assert proc.returncode == 130, out
             assert "run the same command again" in out
         else:   # the whole process tree dies at once, as when a machine goes down
-            from grader.grading.procs import descendants
+            from grader.grading.sandbox.procs import descendants
             tree = [proc.pid, *descendants(proc.pid)]
             for p in tree:
                 try:
@@ -141,7 +141,7 @@ def test_the_summary_says_what_failed_and_why_and_the_time_per_student():
 
 def test_the_progress_bar_redraws_one_line_on_a_terminal_and_logs_a_line_per_job(monkeypatch):
     import io
-    from grader.grading.progress import Progress
+    from grader.grading.run.progress import Progress
 
     class Tty(io.StringIO):
         def isatty(self):
@@ -165,7 +165,7 @@ def test_the_progress_bar_redraws_one_line_on_a_terminal_and_logs_a_line_per_job
 
 def test_a_job_finished_twice_counts_once_in_the_progress():
     import io
-    from grader.grading.progress import Progress
+    from grader.grading.run.progress import Progress
 
     p = Progress(2, stream=io.StringIO())
     for _ in range(8):       # taken over after its lease ran out, reported by each claimant
@@ -180,9 +180,9 @@ def test_a_job_that_failed_too_often_is_recorded_as_failed_not_graded_forever():
     import hashlib
 
     from grader.grading.config import load
-    from grader.grading.item import submission_sha256
-    from grader.grading.pipeline import _assignment_digest
-    from grader.grading.worker import MAX_FAULTS
+    from grader.grading.run.item import submission_sha256
+    from grader.grading.run.pipeline import _assignment_digest
+    from grader.grading.run.worker import MAX_FAULTS
 
     course = make_class(1)
     try:

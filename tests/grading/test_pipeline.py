@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.grading.pipeline import grade_course
+from grader.grading.run.pipeline import grade_course
 
 ROOT = Path(__file__).resolve().parents[2]
 EXERCISES = ROOT / "exercises"

@@ -1,4 +1,4 @@
-"""Assignment 7's student ranks in the sandbox (grader.grading.rank_sandbox): each runs as the
+"""Assignment 7's student ranks in the sandbox (grader.grading.sandbox.rank): each runs as the
 slot's user, alone (its own folder, no network, nothing of the other ranks), so the only way
 between ranks is the relays, which count every message. Needs root and bubblewrap, like
 test_sandbox.py (skipped without them, failed when ``CI`` is set)."""
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.grading import rank_sandbox, sandbox
+from grader.grading.sandbox import rank, setup
 from grader.grading.config import Limits, SandboxConfig
 
 CFG = SandboxConfig(uid_base=65000)
@@ -21,33 +21,33 @@ UID = CFG.uid_base + SLOT
 
 @pytest.fixture(scope="module")
 def settings_file(tmp_path_factory) -> str:
-    problem = sandbox.check(CFG)
+    problem = setup.check(CFG)
     if problem:
         if os.environ.get("CI"):
             pytest.fail(problem)
         pytest.skip(problem)
     runtime = tmp_path_factory.mktemp("rt")
-    sandbox.prepare(Limits(processes=256), CFG, SLOT, runtime)
+    setup.prepare(Limits(processes=256), CFG, SLOT, runtime)
     return str(runtime / "sandbox.json")
 
 
 @pytest.fixture
 def isolated(settings_file, monkeypatch):
-    for k, v in rank_sandbox.isolation(settings_file).items():
+    for k, v in rank.isolation(settings_file).items():
         monkeypatch.setenv(k, v)
 
 
 def test_a_rank_binds_only_its_own_folder_and_runs_the_given_command(settings_file):
     settings = json.loads(Path(settings_file).read_text())
-    folder = tempfile.mkdtemp(prefix=rank_sandbox.PREFIX)
+    folder = tempfile.mkdtemp(prefix=rank.PREFIX)
     try:
-        cmd = rank_sandbox.command(settings, folder, ["python3", "-c", "pass"])
+        cmd = rank.command(settings, folder, ["python3", "-c", "pass"])
         assert cmd[-3:] == ["python3", "-c", "pass"] and "ipykernel_launcher" not in cmd
         binds = {cmd[i + 1] for i, a in enumerate(cmd) if a == "--bind"}
         assert binds == {folder}                        # not the slot's socket folder
         assert f"--reuid={UID}" in cmd and "--unshare-net" in cmd
-        assert rank_sandbox._refuse(folder, settings) is None
-        assert rank_sandbox._refuse(str(Path(folder).parent), settings)   # only rank folders
+        assert rank._refuse(folder, settings) is None
+        assert rank._refuse(str(Path(folder).parent), settings)   # only rank folders
     finally:
         os.rmdir(folder)
 
@@ -82,7 +82,7 @@ def test_each_rank_runs_alone_as_the_slot_user(isolated, tmp_path):
 ''' % secret)
     said = results[0].message
     seen = eval(said.split("ValueError: ", 1)[1])   # our own repr of plain values
-    ranks = [f for f in seen["tmp"] if f.startswith(rank_sandbox.PREFIX)]
+    ranks = [f for f in seen["tmp"] if f.startswith(rank.PREFIX)]
     assert seen["uid"] == UID and ranks == [os.path.basename(seen["cwd"])]   # not the others
     assert seen[str(secret)] == "FileNotFoundError" and seen["net"] != "connected"
 

@@ -1,4 +1,4 @@
-"""The judge <-> kernel channel (grader.grading.remote) and the data-only wire format, in one
+"""The judge <-> kernel channel (grader.grading.judge.channel) and the data-only wire format, in one
 process: a socket pair, the "kernel" end served by a thread with its own namespace."""
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from grader import wire as codec
-from grader.grading import remote
+from grader.grading.judge import channel
 from grader.wire import Decoder, Encoder, ProtocolError
-from grader.grading.remote import Channel, ChannelClosed, KernelObject, RemoteTimeout
+from grader.grading.judge.channel import Channel, ChannelClosed, KernelObject, RemoteTimeout
 
 KERNEL_CODE = '''
 import threading
@@ -284,8 +284,8 @@ def test_a_thread_flood_from_the_kernel_gets_at_most_the_cap_of_threads_in_the_j
 
     out = fn(judge, "flood")(slow, 300)
     refused = [o for o in out if isinstance(o, str)]
-    assert 0 < state["most"] <= remote.MAX_CALL_THREADS
-    assert state["threads"] <= remote.MAX_CALL_THREADS
+    assert 0 < state["most"] <= channel.MAX_CALL_THREADS
+    assert state["threads"] <= channel.MAX_CALL_THREADS
     assert refused and all("too many calls at once" in o for o in refused)
     assert sorted(o for o in out if isinstance(o, int)) == [i for i, o in enumerate(out) if isinstance(o, int)]
 
@@ -379,11 +379,11 @@ def test_serve_creates_the_socket_in_the_folder_and_the_judge_connects(tmp_path,
     monkeypatch.chdir(tmp_path)
     ns = {"answer": 42}
     name = ".grading-test.sock"
-    t = threading.Thread(target=remote.serve, args=(name,), daemon=True)
+    t = threading.Thread(target=channel.serve, args=(name,), daemon=True)
     import __main__
     monkeypatch.setattr(__main__, "answer", 42, raising=False)
     t.start()
-    ch = remote.connect(str(tmp_path), name, time.monotonic() + 10)
+    ch = channel.connect(str(tmp_path), name, time.monotonic() + 10)
     ch.deadline = time.monotonic() + 10
     assert ch.request("global", name="answer") == ns["answer"]
     assert not (tmp_path / name).exists()      # removed once the judge is connected

@@ -1,10 +1,10 @@
 """The sandboxed grading kernel: what student code can read, write, reach and use.
 
 Real kernels are started through nbclient with the environment and config that
-:func:`grader.grading.sandbox.prepare` returns (as nbgrader's autograde would), in the
+:func:`grader.grading.sandbox.setup.prepare` returns (as nbgrader's autograde would), in the
 working folder of a temporary course (``<course>/autograded/s/a``). One kernel is shared by
 the read / write / network / limit checks; the CPU-time check ends its own kernel.
-Without bubblewrap (or not as root) these tests fail with :func:`sandbox.check`'s message
+Without bubblewrap (or not as root) these tests fail with :func:`setup.check`'s message
 when ``CI`` is set, and skip with it otherwise.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 
-from grader.grading import sandbox
+from grader.grading.sandbox import setup
 from grader.grading.config import Limits, SandboxConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +41,7 @@ LIMITS = Limits(memory_gb=4.0, cpu_seconds=120, processes=64, file_size_mb=1, op
 
 @pytest.fixture(scope="module")
 def sandboxed():
-    problem = sandbox.check(CFG)
+    problem = setup.check(CFG)
     if problem:
         if os.environ.get("CI"):
             pytest.fail(problem)
@@ -87,7 +87,7 @@ class Kernel:
     def __init__(self, workdir: Path, runtime: Path, limits: Limits, timeout: int = 60,
                  host_env: dict[str, str] | None = None):
         self.runtime = runtime
-        env, config = sandbox.prepare(limits, CFG, SLOT, runtime)
+        env, config = setup.prepare(limits, CFG, SLOT, runtime)
         env = (host_env or {}) | env
         self.nb = nbformat.v4.new_notebook()
         self.client = NotebookClient(self.nb, config=config, kernel_name="python3",
@@ -257,34 +257,34 @@ print(len(threads), started)""", timeout=120)
     assert "Resource temporarily unavailable" in forks
     assert int(threads.split()[0]) < LIMITS.processes and "can't start new thread" in threads
     for line in (forks, threads):
-        assert "process limit (64 processes" in sandbox.describe_limit_hit(line, LIMITS)
+        assert "process limit (64 processes" in setup.describe_limit_hit(line, LIMITS)
     assert kernel.run("print('still here')") == ("still here\n", "")
 
 
 def test_a_huge_allocation_raises_memory_error_and_the_next_cell_runs(kernel):
     out, err = kernel.run("x = bytearray(8 * 2**30)")
     assert err.startswith("MemoryError")
-    assert sandbox.describe_limit_hit(err, LIMITS) == "the memory limit (4 GB) was reached"
+    assert setup.describe_limit_hit(err, LIMITS) == "the memory limit (4 GB) was reached"
     assert kernel.run("print(2 + 2)") == ("4\n", "")
 
 
 def test_a_file_over_the_size_limit_raises_file_too_large(kernel):
     out, err = kernel.run("open('big.bin', 'wb').write(b'0' * 2 * 2**20)")
     assert err.startswith("OSError: [Errno 27] File too large"), err
-    assert "file size limit (1 MB" in sandbox.describe_limit_hit(err, LIMITS)
+    assert "file size limit (1 MB" in setup.describe_limit_hit(err, LIMITS)
 
 
 def test_too_many_open_files_raise_oserror_24(kernel):
     out, err = kernel.run("fs = [open('x.ipynb') for _ in range(1000)]")
     assert err.startswith("OSError: [Errno 24] Too many open files"), err
-    assert "open files limit (256" in sandbox.describe_limit_hit(err, LIMITS)
+    assert "open files limit (256" in setup.describe_limit_hit(err, LIMITS)
     assert kernel.run("print(len(open('x.ipynb').read()))") == ("4\n", "")  # closed again
 
 
 def test_an_endless_loop_is_interrupted_by_the_cell_timeout_and_the_next_cell_runs(kernel):
     out, err = kernel.run("while True:\n    pass", timeout=3)
     assert err.startswith("KeyboardInterrupt")
-    assert "time limit of a cell (60 s)" in sandbox.describe_limit_hit(err, LIMITS)
+    assert "time limit of a cell (60 s)" in setup.describe_limit_hit(err, LIMITS)
     assert kernel.run("print('next')") == ("next\n", "")
 
 
@@ -305,11 +305,11 @@ def test_the_cpu_time_limit_ends_the_kernel_with_sigxcpu_and_the_folder_is_hande
     finally:
         k.close()
     for _ in range(100):  # the launcher writes it as soon as the kernel has ended
-        if sandbox.kernel_end(tmp_path / "rt"):
+        if setup.kernel_end(tmp_path / "rt"):
             break
         time.sleep(0.05)
-    assert sandbox.kernel_end(tmp_path / "rt") == "SIGXCPU"
-    assert sandbox.describe_limit_hit("SIGXCPU", Limits(cpu_seconds=3)).startswith(
+    assert setup.kernel_end(tmp_path / "rt") == "SIGXCPU"
+    assert setup.describe_limit_hit("SIGXCPU", Limits(cpu_seconds=3)).startswith(
         "the CPU time limit (3 s of CPU time) was reached")
     # a link the kernel made is gone (the grader writes there next, as root), the folder is root's
     assert not (work / "x.ipynb").is_symlink()
@@ -331,11 +331,11 @@ def test_a_kernel_that_exits_says_its_exit_code(sandboxed, tmp_path, code):
     finally:
         k.close()
     for _ in range(100):
-        if sandbox.kernel_end(tmp_path / "rt"):
+        if setup.kernel_end(tmp_path / "rt"):
             break
         time.sleep(0.05)
-    assert sandbox.kernel_end(tmp_path / "rt") == f"exit {code}"
-    assert sandbox.describe_limit_hit(f"exit {code}", LIMITS) is None
+    assert setup.kernel_end(tmp_path / "rt") == f"exit {code}"
+    assert setup.describe_limit_hit(f"exit {code}", LIMITS) is None
 
 
 def test_sigint_and_sigterm_to_the_launcher_reach_the_kernel(sandboxed, tmp_path):
@@ -354,25 +354,25 @@ def test_sigint_and_sigterm_to_the_launcher_reach_the_kernel(sandboxed, tmp_path
         t0 = time.monotonic()
         out, err = k.run("import time\ntime.sleep(30)")
         assert err.startswith("KeyboardInterrupt") and time.monotonic() - t0 < 20
-        assert sandbox.kernel_end(tmp_path / "rt") is None  # still running
+        assert setup.kernel_end(tmp_path / "rt") is None  # still running
         os.kill(launcher, signal.SIGTERM)
         for _ in range(100):
-            if sandbox.kernel_end(tmp_path / "rt"):
+            if setup.kernel_end(tmp_path / "rt"):
                 break
             time.sleep(0.05)
     finally:
         k.close()
-    assert sandbox.kernel_end(tmp_path / "rt") == "SIGTERM"
+    assert setup.kernel_end(tmp_path / "rt") == "SIGTERM"
 
 
 def test_the_launcher_refuses_a_folder_that_holds_what_it_protects(sandboxed, tmp_path):
-    env, config = sandbox.prepare(LIMITS, CFG, SLOT, tmp_path / "rt")
-    assert sandbox.as_cli_args(config) == [  # the same config, as nbgrader options
+    env, config = setup.prepare(LIMITS, CFG, SLOT, tmp_path / "rt")
+    assert setup.as_cli_args(config) == [  # the same config, as nbgrader options
         "--KernelManager.transport=ipc", f"--KernelManager.ip={tmp_path / 'rt/ipc/k'}"]
     conn = tmp_path / "conn.json"
     conn.write_text("{}")
     before = tmp_path.stat().st_uid
-    p = subprocess.run([sys.executable, "-m", "grader.grading.sandbox_kernel", "--settings",
+    p = subprocess.run([sys.executable, "-m", "grader.grading.sandbox.kernel", "--settings",
                         str(tmp_path / "rt/sandbox.json"), str(conn)],
                        cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "refusing to run a sandboxed kernel" in p.stderr
@@ -380,7 +380,7 @@ def test_the_launcher_refuses_a_folder_that_holds_what_it_protects(sandboxed, tm
 
 
 def test_mode_none_writes_a_plain_kernel_and_no_config(tmp_path):
-    env, config = sandbox.prepare(LIMITS, SandboxConfig(mode="none"), 0, tmp_path)
+    env, config = setup.prepare(LIMITS, SandboxConfig(mode="none"), 0, tmp_path)
     spec = json.loads((Path(env["JUPYTER_PATH"]) / "kernels/python3/kernel.json").read_text())
     assert spec["argv"][1:3] == ["-m", "ipykernel_launcher"] and config == {}
 
@@ -390,13 +390,13 @@ def test_check_says_what_to_do_without_bubblewrap_or_root(monkeypatch):
 
     which = shutil.which
     monkeypatch.setattr(shutil, "which", lambda t: None if t == "bwrap" else which(t))
-    msg = sandbox.check(SandboxConfig())
+    msg = setup.check(SandboxConfig())
     assert "bwrap is not installed" in msg and "apt-get install bubblewrap" in msg
     assert '[sandbox] mode = "none"' in msg
-    assert sandbox.check(SandboxConfig(mode="none")) is None
+    assert setup.check(SandboxConfig(mode="none")) is None
     monkeypatch.setattr(shutil, "which", which)
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    assert "must run as root" in sandbox.check(SandboxConfig())
+    assert "must run as root" in setup.check(SandboxConfig())
 
 
 @pytest.mark.parametrize("what, names", [
@@ -409,29 +409,29 @@ def test_check_says_what_to_do_without_bubblewrap_or_root(monkeypatch):
     ("files-limit", "files and folders"),
 ])
 def test_a_limit_hit_is_named_in_a_sentence(what, names):
-    assert names in sandbox.describe_limit_hit(what, Limits())
+    assert names in setup.describe_limit_hit(what, Limits())
 
 
 def test_an_ordinary_error_names_no_limit():
-    assert sandbox.describe_limit_hit("ZeroDivisionError: division by zero", Limits()) is None
+    assert setup.describe_limit_hit("ZeroDivisionError: division by zero", Limits()) is None
 
 
 # -- one folder and one control group per submission; what the sandbox stops (issue 15) ------
 
 def _wait_end(folder: Path) -> str | None:
     for _ in range(200):
-        if sandbox.kernel_end(folder):
+        if setup.kernel_end(folder):
             break
         time.sleep(0.05)
-    return sandbox.kernel_end(folder)
+    return setup.kernel_end(folder)
 
 
 class JobKernel(Kernel):
-    """A kernel started as a grading worker starts one for a submission (sandbox.job)."""
+    """A kernel started as a grading worker starts one for a submission (setup.job)."""
 
     def __init__(self, workdir: Path, runtime: Path, job_env: dict, job_config, limits: Limits):
         self.runtime = runtime
-        env, config = sandbox.prepare(limits, CFG, SLOT, runtime)
+        env, config = setup.prepare(limits, CFG, SLOT, runtime)
         config.merge(job_config)
         self.nb = nbformat.v4.new_notebook()
         self.client = NotebookClient(self.nb, config=config, kernel_name="python3", timeout=60,
@@ -451,7 +451,7 @@ def test_each_submission_gets_its_own_socket_folder_removed_afterwards(sandboxed
     work.mkdir()
     seen = []
     for i in range(2):
-        with sandbox.job(tmp_path / "rt", CFG, SLOT) as (folder, env, config):
+        with setup.job(tmp_path / "rt", CFG, SLOT) as (folder, env, config):
             k = JobKernel(work, tmp_path / "rt", env, config, LIMITS)
             try:
                 out, err = k.run(LIST_SOCKETS % i)
@@ -470,7 +470,7 @@ def test_each_submission_gets_its_own_socket_folder_removed_afterwards(sandboxed
 
 
 def test_a_kernel_runs_in_a_control_group_of_its_own_with_the_limits(sandboxed, tmp_path):
-    from grader.grading.bounds import Box
+    from grader.grading.sandbox.bounds import Box
 
     probe = Box.create(f"probe-{os.getpid()}", 2**30, 16)
     if probe is None:
@@ -482,7 +482,7 @@ def test_a_kernel_runs_in_a_control_group_of_its_own_with_the_limits(sandboxed, 
     try:
         out, err = k.run("import os\nprint(os.getpid())")
         launcher = k.client.km.provisioner.process.pid
-        from grader.grading.procs import descendants
+        from grader.grading.sandbox.procs import descendants
         groups = {p: Path(f"/proc/{p}/cgroup").read_text() for p in descendants(launcher)}
         name = f"course-grading-{UID}-{launcher}"
         assert groups and all(name in g for g in groups.values()), groups
@@ -512,7 +512,7 @@ def test_a_kernel_that_writes_too_much_into_its_folder_is_stopped(sandboxed, tmp
     finally:
         k.close()
     assert _wait_end(tmp_path / "rt") == "files-limit"
-    assert "limit on what a notebook may write" in sandbox.describe_limit_hit("files-limit", limits)
+    assert "limit on what a notebook may write" in setup.describe_limit_hit("files-limit", limits)
 
 
 @pytest.mark.parametrize("signal_name, over, box_hit, oom_delta, cause", [
@@ -525,7 +525,7 @@ def test_a_kernel_that_writes_too_much_into_its_folder_is_stopped(sandboxed, tmp
 ])
 def test_the_launcher_says_why_the_sandbox_ended_a_kernel(monkeypatch, signal_name, over, box_hit,
                                                           oom_delta, cause):
-    from grader.grading import bounds
+    from grader.grading.sandbox import bounds
 
     class Watch:
         pass
@@ -539,4 +539,4 @@ def test_the_launcher_says_why_the_sandbox_ended_a_kernel(monkeypatch, signal_na
     monkeypatch.setattr(bounds, "machine_oom_kills", lambda: 10 + oom_delta)
     end = {"signal": signal_name, "exit_code": None}
     assert bounds.cause(end, watch, None if box_hit is None else FakeBox(), 10) == cause
-    assert sandbox.kernel_end.__doc__ and sandbox.MACHINE_OOM == "machine-oom"
+    assert setup.kernel_end.__doc__ and setup.MACHINE_OOM == "machine-oom"

@@ -1,5 +1,5 @@
 """Student HTML is sanitized and fenced by a Content-Security-Policy wherever a page is made
-from a submission (grader/grading/sanitize.py; the formgrader's server extension:
+from a submission (grader/grading/submission/sanitize.py; the formgrader's server extension:
 test_formgrader_guard.py).
 
 Static checks on the HTML; tests/grading/test_feedback_browser.py and
@@ -15,9 +15,9 @@ import pytest
 from bs4 import BeautifulSoup
 from nbformat.v4 import new_markdown_cell, new_output
 
-from grader.grading import sanitize
-from grader.grading.formgrader_guard import NOTEBOOK_START
-from grader.grading.sanitize import SanitizeStudentHTML, clean_html, protect
+from grader.grading.submission import sanitize
+from grader.grading.submission.formgrader_guard import NOTEBOOK_START
+from grader.grading.submission.sanitize import SanitizeStudentHTML, clean_html, protect
 from tests.grading import payloads
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -183,4 +183,4 @@ def test_the_course_and_the_hub_configure_every_html_exporter():
                 os.environ[k] = v
     server = PyFileConfigLoader("jupyter_server_config.py",
                                 path=str(ROOT / "hub" / "singleuser")).load_config()
-    assert server.ServerApp.jpserver_extensions["grader.grading.formgrader_guard"] is True
+    assert server.ServerApp.jpserver_extensions["grader.grading.submission.formgrader_guard"] is True

@@ -1,11 +1,11 @@
-"""What a kernel leaves in its folder is not kept (grader/grading/workdir.py)."""
+"""What a kernel leaves in its folder is not kept (grader/grading/sandbox/workdir.py)."""
 from __future__ import annotations
 
 import os
 import stat
 import time
 
-from grader.grading import workdir
+from grader.grading.sandbox import workdir
 
 
 def test_what_the_kernel_made_or_changed_goes_and_what_was_there_stays(tmp_path):

@@ -1,4 +1,4 @@
-"""The grading worker (grader/grading/worker.py): what it does with a GradingFault.
+"""The grading worker (grader/grading/run/worker.py): what it does with a GradingFault.
 
 A kernel that the machine's out-of-memory killer ended raises GradingFault in grade_one
 (tests/grading/test_crashes.py). Here a real worker process, on a real ledger, meets it:
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.grading.ledger import Ledger
+from grader.grading.run.ledger import Ledger
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 WORKER = """
 import sys
 from pathlib import Path
-from grader.grading import worker
-from grader.grading.item import GradingFault, Outcome
+from grader.grading.run import worker
+from grader.grading.run.item import GradingFault, Outcome
 
 calls = Path(sys.argv[1]) / "calls.txt"
 
@@ -45,7 +45,7 @@ sys.exit(worker.main(sys.argv[2:]))
 
 @pytest.mark.slow   # one worker process (imports nbgrader): about 10 s of CPU
 def test_a_grading_fault_sends_the_job_back_and_after_max_faults_it_is_failed_not_a_zero(tmp_path):
-    from grader.grading.worker import MAX_FAULTS
+    from grader.grading.run.worker import MAX_FAULTS
 
     course = tmp_path / "course"
     course.mkdir()

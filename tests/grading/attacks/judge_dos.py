@@ -6,7 +6,7 @@ the judged test cell's output says)``. Used by ``tests/grading/test_attacks.py``
 
 # a kernel whose channel answers the judge's first request with ``reply`` (raw bytes)
 RAW_REPLY = """import struct as _st
-import grader.grading.remote as _r
+import grader.grading.judge.channel as _r
 def _evil(self, msg):{reply}
 _r.Channel._serve_one = _evil
 """

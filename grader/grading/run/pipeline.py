@@ -18,11 +18,11 @@
    the whole class, from the ledger, with status and reason) and nbgrader's export
    ``reports/nbgrader_grades.csv``; feedback under ``feedback/<student>/<assignment>/``.
    A field that a spreadsheet would run as a formula is neutralised
-   (:func:`~grader.grading.intake.csv_safe`).
+   (:func:`~grader.grading.submission.intake.csv_safe`).
 
-Submissions are only read, never changed (:mod:`.intake` reads them as data, never
+Submissions are only read, never changed (:mod:`..submission.intake` reads them as data, never
 following a link); one failure never stops the others. A folder in ``submitted/`` whose
-name is not a valid student id (:func:`~grader.grading.intake.id_problem`) is not graded and
+name is not a valid student id (:func:`~grader.grading.submission.intake.id_problem`) is not graded and
 never names a file: it is reported as ``invalid`` with the reason.
 """
 from __future__ import annotations
@@ -44,10 +44,11 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import intake, procs
-from .config import GradingConfig, load, with_overrides
+from ..config import GradingConfig, load, with_overrides
 from .item import Outcome, api, submission_sha256
 from .progress import Progress, summary
+from ..sandbox import procs
+from ..submission import intake
 
 __all__ = ["Outcome", "GradingRun", "grade_course", "assignments", "students"]
 
@@ -159,7 +160,7 @@ def _write_reports(cfg: GradingConfig, everything: list[Outcome]) -> None:
 
 
 def _neutralise(path: Path) -> None:
-    """Rewrite a CSV file with every field :func:`~grader.grading.intake.csv_safe`."""
+    """Rewrite a CSV file with every field :func:`~grader.grading.submission.intake.csv_safe`."""
     with open(path, newline="") as f:
         rows = list(csv.reader(f))
     with open(path, "w", newline="") as f:
@@ -174,7 +175,7 @@ class _Worker:
         r, w = os.pipe()
         log = open(cfg.course / "reports" / "logs" / f"worker-{slot}.log", "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "grader.grading.worker", "--course", str(cfg.course),
+            [sys.executable, "-m", "grader.grading.run.worker", "--course", str(cfg.course),
              "--slot", str(slot), "--owner", self.owner, "--events", str(w),
              "--overrides", json.dumps(overrides), "--only", json.dumps(only) if only else "",
              "--runtime", self.runtime],

@@ -3,7 +3,7 @@
 A cell that prints 300 MB made a 524 MB autograded notebook, as large a feedback page and a
 grading worker of 2.4 GB: nbgrader's ``LimitOutput`` counts lines, and one line can be any
 size. :class:`Budget` is spent as the kernel's messages arrive (the executor,
-:class:`~grader.grading.crashes.GuardedExecute`, asks it before keeping each output, so the
+:class:`~grader.grading.sandbox.crashes.GuardedExecute`, asks it before keeping each output, so the
 worker never holds more) and once more over the finished notebook (:class:`BoundOutputs`,
 after the executor in the autograde chain: the judge writes test cells' outputs itself).
 

@@ -1,12 +1,12 @@
 """The two sides' stand-ins for each other's objects, and the exceptions a call can end with.
 
-Part of the judge <-> kernel channel (:mod:`grader.grading.remote`, whose docstring says how
+Part of the judge <-> kernel channel (:mod:`grader.grading.judge.channel`, whose docstring says how
 the pieces fit). A :class:`KernelObject` lives in the judge and stands for an object in the
 student's kernel; a :class:`JudgeObject` lives in the kernel and stands for one of the judge's.
 Both turn what is done to them into requests on their channel. Neither has a ``__float__``,
 ``__eq__`` or ``__hash__`` of its own: comparing, hashing or printing a ``KernelObject`` runs
 nothing anywhere. Names with a leading underscore are never asked for, and the judge refuses
-them too (:meth:`grader.grading.remote.Channel._perform`). :func:`denied` names what the judge
+them too (:meth:`grader.grading.judge.channel.Channel._perform`). :func:`denied` names what the judge
 never hands to the kernel (modules, classes, ``eval``-like built-ins, functions of ``os``...).
 """
 from __future__ import annotations

@@ -35,7 +35,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import SubmissionLimits
+from ..config import SubmissionLimits
 
 __all__ = ["Submission", "Refused", "read", "check", "parse_json", "TooComplex", "id_problem",
            "shown", "restore_metadata", "csv_safe"]

@@ -6,7 +6,7 @@
 ``RLIMIT_AS`` bounds one process; a kernel that forks, or fills its memory-backed ``/tmp``,
 could still take the machine's memory, and the machine's out-of-memory killer would then end
 *other students'* kernels. Where this machine lets the grader make control groups, the
-launcher (:mod:`grader.grading.sandbox_kernel`) puts each kernel's sandbox into a fresh group
+launcher (:mod:`grader.grading.sandbox.kernel`) puts each kernel's sandbox into a fresh group
 below its own (``memory`` and ``pids``, cgroup v1 or v2) with ``memory_gb`` and
 ``processes`` as limits, and reads afterwards whether the group's own limit ended it
 (:meth:`Box.hit_memory_limit`) or the machine ran out of memory. Where it cannot (no

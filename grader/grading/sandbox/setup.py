@@ -2,7 +2,7 @@
 
 nbgrader (through nbclient) starts a Jupyter kernel ``python3`` in the notebook's folder and
 runs the student's cells and the hidden tests there. :func:`prepare` writes a kernelspec
-``python3`` whose command is the trusted launcher :mod:`grader.grading.sandbox_kernel`, and
+``python3`` whose command is the trusted launcher :mod:`grader.grading.sandbox.kernel`, and
 returns the environment (``JUPYTER_PATH`` pointing at it) and the traitlets config (ZMQ over
 unix sockets in a folder both sides see: the sandbox has no network, not even the host's
 loopback) for the grading process. The kernel then runs as the worker slot's uid, sees only
@@ -31,7 +31,7 @@ from pathlib import Path
 
 from traitlets.config import Config
 
-from .config import Limits, SandboxConfig
+from ..config import Limits, SandboxConfig
 
 __all__ = ["check", "prepare", "job", "kernel_end", "describe_limit_hit", "as_cli_args",
            "MACHINE_OOM", "TOOLS"]
@@ -149,7 +149,7 @@ def prepare(limits: Limits, cfg: SandboxConfig, slot: int,
                 "pythonpath": str(Path(_grader_dir()).parent)}
     settings_file = runtime_dir / "sandbox.json"
     settings_file.write_text(json.dumps(settings, indent=1))
-    argv = [sys.executable, "-m", "grader.grading.sandbox_kernel", "--settings",
+    argv = [sys.executable, "-m", "grader.grading.sandbox.kernel", "--settings",
             str(settings_file), "{connection_file}"]
     # interrupts go through the control channel: a signal would reach the launcher, not the kernel
     (spec_dir / "kernel.json").write_text(

@@ -25,7 +25,7 @@ A job can fail for reasons that are not the submission's: its worker crashed or 
 the job's note (``faults`` and the last reason, kept in ``outcome`` until the job is done)
 and the job goes back to the queue, behind the jobs claimed fewer times; the worker that
 claims a job with too many faults records it as failed with that reason
-(:mod:`grader.grading.worker`) instead of grading it forever.
+(:mod:`grader.grading.run.worker`) instead of grading it forever.
 
 Create one :class:`Ledger` per process (an engine must not cross a ``fork``).
 """
@@ -43,7 +43,7 @@ from sqlalchemy import (Column, DateTime, Integer, MetaData, String, Table, Text
                         create_engine, event, func, inspect, select, text, true, tuple_, update)
 from sqlalchemy.engine import Connection, Engine
 
-from .procs import alive
+from ..sandbox.procs import alive
 
 __all__ = ["Job", "Ledger", "STATES", "TABLE", "owner_id", "pid_alive"]
 

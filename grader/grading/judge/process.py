@@ -1,14 +1,14 @@
 """The judge of one notebook, in a process of its own that the grading process can kill.
 
-:class:`grader.grading.judge.JudgedExecute` (in nbgrader's process: the grading worker) runs
+:class:`grader.grading.judge.executor.JudgedExecute` (in nbgrader's process: the grading worker) runs
 test cells outside the student's kernel, but not in its own process: what the kernel sends
 is decoded within limits (:mod:`grader.wire`), yet a check's comparison or a payload no limit
 foresaw could hold the GIL of the process that handles it, and with it the worker's lease
 heartbeat, its progress and every other student it would grade next. So each notebook gets a
 *judge process* (:class:`JudgeProcess`). It runs the instructor's locked cells (the imports)
 and every test cell in its main thread, fetches the student's names over the channel
-(:mod:`grader.grading.remote`), and answers with the cell's outputs as bounded JSON: streams
-(bounded, :mod:`grader.grading.judge_cells`), the last value's ``repr`` and the error, if any.
+(:mod:`grader.grading.judge.channel`), and answers with the cell's outputs as bounded JSON: streams
+(bounded, :mod:`grader.grading.judge.cells`), the last value's ``repr`` and the error, if any.
 
 The worker waits for that answer without ever running the judge's code or decoding the
 kernel's data itself. A cell whose answer has not come within its time limit plus
@@ -36,9 +36,9 @@ from multiprocessing import forkserver, popen_forkserver, reduction, spawn, util
 from multiprocessing.context import ForkServerProcess, set_spawning_popen
 from typing import Any
 
-from ..lab.threads import framework_ready
-from .judge_cells import CellNamespace, bounded_streams, error_fields, run_cell_source
-from .remote import RemoteTimeout, connect
+from ...lab.threads import framework_ready
+from .cells import CellNamespace, bounded_streams, error_fields, run_cell_source
+from .channel import RemoteTimeout, connect
 
 __all__ = ["JudgeProcess", "PRELOAD", "MAX_REPR_CHARS", "warm"]
 
@@ -46,7 +46,7 @@ MAX_REPR_CHARS = 100_000
 MAX_REPLY_BYTES = 16 * 2**20
 # imported once by the fork server (and every check module); PyTorch and Paddle too if this
 # process has them already (they take seconds; a check that needs one imports it itself)
-PRELOAD = ("numpy", "grader.grading.judge_process", "grader.checks.support")
+PRELOAD = ("numpy", "grader.grading.judge.process", "grader.checks.support")
 
 
 def _die_with_parent() -> None:
@@ -65,7 +65,7 @@ def _child_main(conn) -> None:
     os.chdir(hello["cwd"])
     sys.path[:] = hello["path"]
     if hello.get("course_root"):     # where a test cell's hidden block finds the checks
-        from . import hidden
+        from .. import hidden
 
         hidden.use(hello["course_root"])
     base: dict = {"__name__": "__judge__", "__builtins__": builtins}
@@ -243,7 +243,7 @@ class JudgeProcess:
 
     def kill(self) -> None:
         """Kill the process and everything it started (an a7 check's ranks)."""
-        from . import procs
+        from ..sandbox import procs
 
         if self._starting is not None:
             self._starting.join()

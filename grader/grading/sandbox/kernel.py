@@ -1,6 +1,6 @@
-"""The trusted launcher of a sandboxed grading kernel: ``python -m grader.grading.sandbox_kernel``.
+"""The trusted launcher of a sandboxed grading kernel: ``python -m grader.grading.sandbox.kernel``.
 
-A kernelspec written by :func:`grader.grading.sandbox.prepare` runs this module, as root, in
+A kernelspec written by :func:`grader.grading.sandbox.setup.prepare` runs this module, as root, in
 place of ``ipykernel_launcher``. It takes the folder it is started in (nbclient starts the
 kernel in the notebook's folder, ``<course>/autograded/<student>/<assignment>``) as the only
 place the kernel may write, and runs the real kernel as::
@@ -13,12 +13,12 @@ place the kernel may write, and runs the real kernel as::
 It spawns and waits (it does not ``exec``) so that it can forward ``SIGINT``/``SIGTERM`` to
 the kernel and write how the kernel ended (exit status or signal, and why: a limit of the
 sandbox or the machine out of memory) to a file the kernel cannot reach, read back by
-:func:`grader.grading.sandbox.kernel_end`. Meanwhile it bounds the whole sandbox: a control
-group of its own where the machine allows one (:mod:`grader.grading.bounds`: memory and
+:func:`grader.grading.sandbox.setup.kernel_end`. Meanwhile it bounds the whole sandbox: a control
+group of its own where the machine allows one (:mod:`grader.grading.sandbox.bounds`: memory and
 processes of all the kernel's processes together), and a watch on the kernel's folder that
 ends the kernel when it holds more than ``kernel_files`` entries or ``kernel_disk_mb`` MB.
 The kernel's socket folder is the one its connection file names (one per submission, made
-by :func:`grader.grading.sandbox.job`). Only the standard library is imported here: this
+by :func:`grader.grading.sandbox.setup.job`). Only the standard library is imported here: this
 runs for every kernel start.
 """
 from __future__ import annotations
@@ -226,7 +226,7 @@ def _ipc_dir(connection_file: str, settings: dict) -> str | None:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[0] != "--settings":
-        print("usage: python -m grader.grading.sandbox_kernel --settings FILE CONNECTION_FILE "
+        print("usage: python -m grader.grading.sandbox.kernel --settings FILE CONNECTION_FILE "
               "[KERNEL OPTION ...]",
               file=sys.stderr)
         return 2

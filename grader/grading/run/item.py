@@ -2,21 +2,21 @@
 
 Steps, for one (student, assignment):
 
-1. the submission is read as data (:mod:`.intake`: regular files only, never a link, within
+1. the submission is read as data (:mod:`..submission.intake`: regular files only, never a link, within
    the ``[submission]`` limits) into a private folder that nbgrader reads in place of
    ``submitted/``; what is refused is noted. A missing assignment folder or notebook, or a
    notebook that is refused, not valid JSON / nbformat, is recorded as zero with the reason;
 2. nbgrader's ``autograde`` through its Python API, in this process (which never runs
-   student code): the student's code runs in a kernel that :mod:`.sandbox` starts isolated and
+   student code): the student's code runs in a kernel that :mod:`..sandbox` starts isolated and
    under the limits of ``course.toml``; the hidden tests run in the judge
-   (:mod:`.judge`), outside the kernel. A kernel that dies (``os._exit``, a segfault, a
+   (:mod:`..judge`), outside the kernel. A kernel that dies (``os._exit``, a segfault, a
    limit) makes nbgrader drop the notebook, so the cell that was running is recorded (by
-   :class:`~grader.grading.crashes.GuardedExecute`, in this process) and the student is graded
+   :class:`~grader.grading.sandbox.crashes.GuardedExecute`, in this process) and the student is graded
    again without it, up to ``crashes.MAX_ROUNDS`` attempts. A kernel that the *machine's*
    out-of-memory killer ended is not the student's doing: :class:`GradingFault`, the job is
    graded again later (:mod:`.worker`);
 3. ``autograded/<student>/<assignment>`` keeps the graded notebook and the submitted files
-   (:mod:`.workdir`), then feedback for that student (hidden tests' code stripped, written
+   (:mod:`..sandbox.workdir`), then feedback for that student (hidden tests' code stripped, written
    within ``feedback_timeout_s``), or a page saying what happened.
 
 Submissions are only read, never changed. The result is an :class:`Outcome`.
@@ -37,9 +37,10 @@ from typing import Callable
 
 import nbformat
 
-from . import crashes, intake, workdir
-from .config import GradingConfig, SubmissionLimits
-from .sandbox import MACHINE_OOM
+from ..config import GradingConfig, SubmissionLimits
+from ..sandbox import crashes, workdir
+from ..sandbox.setup import MACHINE_OOM
+from ..submission import intake
 
 __all__ = ["Outcome", "GradingFault", "grade_one", "precheck", "submission_sha256", "api",
            "log_name"]
@@ -85,7 +86,7 @@ def api(course: Path, extra=None):
 
 def submission_sha256(course: Path, student: str, assignment: str,
                       limits: SubmissionLimits = SubmissionLimits()) -> str:
-    """One digest of a submission as :mod:`.intake` reads it (the accepted files' names and
+    """One digest of a submission as :mod:`..submission.intake` reads it (the accepted files' names and
     contents, what was refused and why); '' when missing. Never follows a link, never
     blocks (a named pipe is refused, not read)."""
     return intake.read(course, student, assignment, limits).digest()
@@ -127,7 +128,7 @@ def max_score(db_url: str, assignment: str) -> float:
 
 def _limit_note(ename: str, evalue: str, gid: str, cfg: GradingConfig) -> str | None:
     """The note for a cell that failed because it hit a limit of ``course.toml``."""
-    from .sandbox import describe_limit_hit
+    from ..sandbox.setup import describe_limit_hit
 
     if ename == "CellTimeoutError":
         what = describe_limit_hit("KeyboardInterrupt", cfg.limits)
@@ -146,7 +147,7 @@ def _notes(course: Path, staged: Path, student: str, assignment: str,
            cfg: GradingConfig) -> list[str]:
     """What happened inside an autograded notebook that a student should be told
     (``staged``: the submission as nbgrader read it)."""
-    from .outputs import CUT
+    from ..sandbox.outputs import CUT
 
     notes = []
     # Compare the submitted test cells with the released ones (nbgrader's own checksum
@@ -246,12 +247,12 @@ def _note_box(course: Path, o: Outcome, notes: list[str]) -> None:
 
 def _executor_config(trace: Path, skip: list[tuple[int, str]], cfg: GradingConfig,
                      staging: Path):
-    """nbgrader config running :class:`~grader.grading.judge.JudgedExecute` (crash-guarded,
+    """nbgrader config running :class:`~grader.grading.judge.executor.JudgedExecute` (crash-guarded,
     test cells judged outside the kernel) in place of ``Execute``, with the crash trace, the
     cells not to run and the output limit, reading the submission from ``staging``."""
     from traitlets.config import Config
 
-    from .judge import JudgedExecute
+    from ..judge.executor import JudgedExecute
 
     c = Config()
     c.Autograde.autograde_preprocessors = crashes.chain(JudgedExecute)
@@ -388,7 +389,7 @@ _FEEDBACK: dict = {}   # course -> OneStudentFeedback, kept for the worker's lif
 
 
 def _ended(signal_name: str | None, cfg: GradingConfig) -> str:
-    from .sandbox import describe_limit_hit
+    from ..sandbox.setup import describe_limit_hit
 
     why = describe_limit_hit(signal_name, cfg.limits) if signal_name else None
     return why or "os._exit, a crash or a kill"
@@ -399,7 +400,7 @@ def _feedback(cfg: GradingConfig, o: Outcome, logs: Path | None, notes: list[str
     of what was not read; when it cannot be written (in time), a page with the score."""
     course = cfg.course
     if course not in _FEEDBACK:
-        from .feedback import OneStudentFeedback
+        from ..submission.feedback import OneStudentFeedback
         _FEEDBACK[course] = OneStudentFeedback(api(course))
     folder = course / "feedback" / o.student / o.assignment
     workdir.keep_only(folder, set())           # nothing of an earlier grading stays

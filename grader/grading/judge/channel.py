@@ -1,6 +1,6 @@
 """The channel between the grading judge and a student's kernel: calls both ways, data only.
 
-:mod:`grader.grading.judge` runs a notebook's test cells in nbgrader's own process (the
+:mod:`grader.grading.judge.executor` runs a notebook's test cells in nbgrader's own process (the
 *judge*), where student code never runs. The tests call the student's functions, which live in
 the kernel; the student's functions call back into objects the tests gave them (a virtual
 device's ``submit``, a clock, a lambda). This module carries those calls over one Unix socket.
@@ -14,7 +14,7 @@ the file, and answers requests in the kernel's main thread until the judge says 
 Each message is a JSON header plus byte buffers in the course's wire format
 (:mod:`grader.wire`, with its limits on size, nesting, values, time and hash collisions);
 values it cannot carry travel as handles, and the other side gets a proxy
-(:mod:`grader.grading.proxies`):
+(:mod:`grader.grading.judge.proxies`):
 
 - in the judge, a :class:`KernelObject` (a student's function, or an object it returned): it can
   be called, and its public attributes, items, length and iteration read, each a request to the
@@ -58,8 +58,8 @@ import types
 import warnings
 from typing import Any
 
-from ..lab.threads import framework_ready, ready_thread_target
-from ..wire import Decoder, Encoder, ProtocolError, pack, read_frame, socket_reader
+from ...lab.threads import framework_ready, ready_thread_target
+from ...wire import Decoder, Encoder, ProtocolError, pack, read_frame, socket_reader
 from .inplace import copy_back, fingerprint, mutable_array, storages
 from .proxies import (OPERATORS, ChannelClosed, JudgeObject, KernelObject, Opaque,
                       RemoteError, RemoteTimeout, denied, remote_exception)
@@ -419,7 +419,7 @@ def serve(name: str, accept_timeout: float = 60.0) -> None:
 
 def bootstrap_code(name: str) -> str:
     """What the judge asks the kernel to run before a test cell."""
-    return f'__import__("grader.grading.remote", fromlist=["x"]).serve({name!r})\n'
+    return f'__import__("grader.grading.judge.channel", fromlist=["x"]).serve({name!r})\n'
 
 
 def connect(folder: str, name: str, deadline: float, alive=lambda: True) -> Channel:

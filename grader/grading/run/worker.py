@@ -1,7 +1,7 @@
 """A grading worker process: claims jobs from the ledger and grades them until none is left.
 
-``python -m grader.grading.worker --course C --slot K --owner HOST:PID:K --events FD
-[--overrides JSON]``; started by :func:`grader.grading.pipeline.grade_course`, one per slot.
+``python -m grader.grading.run.worker --course C --slot K --owner HOST:PID:K --events FD
+[--overrides JSON]``; started by :func:`grader.grading.run.pipeline.grade_course`, one per slot.
 Its stdout and stderr go to ``reports/logs/worker-K.log``; what it tells the parent (a job
 started, a job done) goes as JSON lines to the pipe ``FD``, which no kernel inherits.
 
@@ -10,11 +10,11 @@ with a lease that a background thread renews; the outcome is stored only while t
 still this worker's, so a job taken over after a lease ran out is never recorded twice. On
 SIGTERM (the parent was interrupted) the running kernel is killed and the job is handed
 back, not recorded. A job that failed for reasons that are not the submission's
-(:class:`~grader.grading.item.GradingFault`, a crashed or killed worker, a lost lease) goes
+(:class:`~grader.grading.run.item.GradingFault`, a crashed or killed worker, a lost lease) goes
 back to the queue; once it has failed :data:`MAX_FAULTS` times it is recorded as ``failed``
 with the last reason, not graded again.
 
-Each job's kernels get a folder of their own (:func:`grader.grading.sandbox.job`: sockets,
+Each job's kernels get a folder of their own (:func:`grader.grading.sandbox.setup.job`: sockets,
 connection files), removed when the job ends; the worker's runtime folder
 (``--runtime``, made by the parent, which removes it when the worker has ended) holds only
 the kernelspec and these job folders.
@@ -36,8 +36,8 @@ import traceback
 from dataclasses import asdict
 from pathlib import Path
 
-from . import procs
-from .config import GradingConfig, load, with_overrides
+from ..sandbox import procs
+from ..config import GradingConfig, load, with_overrides
 from .item import GradingFault, Outcome, grade_one, log_name, max_score
 
 LEASE_S = 90.0        # a job whose worker stops renewing is free again after this long
@@ -62,13 +62,13 @@ def sandbox_slot(cfg: GradingConfig, slot: int, tries: int = 256):
 def sandbox_setup(cfg: GradingConfig, slot: int, runtime: Path):
     """(env, kernel Config) that start this slot's kernels in the sandbox; mode "none":
     the plain kernel."""
-    from . import sandbox
+    from ..sandbox import setup
 
     if cfg.sandbox.mode != "none":
-        problem = sandbox.check(cfg.sandbox)
+        problem = setup.check(cfg.sandbox)
         if problem:
             raise SystemExit(problem)
-    return sandbox.prepare(cfg.limits, cfg.sandbox, slot, runtime)
+    return setup.prepare(cfg.limits, cfg.sandbox, slot, runtime)
 
 
 class _Renewer(threading.Thread):
@@ -89,7 +89,7 @@ class _Renewer(threading.Thread):
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m grader.grading.worker")
+    p = argparse.ArgumentParser(prog="python -m grader.grading.run.worker")
     p.add_argument("--course", required=True)
     p.add_argument("--slot", type=int, required=True)
     p.add_argument("--owner", required=True)
@@ -122,11 +122,12 @@ def _serve(a, cfg: GradingConfig, only, events, runtime: Path) -> int:
     if cfg.sandbox.mode != "none":
         kernel_config.GuardedExecute.sandbox_uid = cfg.sandbox.uid_base + uid_slot
 
-    from . import sandbox
+    from ..sandbox import setup
 
     # loaded (and the judges' fork server started) while the pipeline sets the course up
-    from . import item, judge, judge_process  # noqa: F401
-    judge_process.warm()
+    from . import item  # noqa: F401
+    from ..judge import executor, process  # noqa: F401
+    process.warm()
     from .ledger import Ledger
 
     with open(cfg.course / ".grading.lock", "a") as lock:   # wait for the set-up to finish
@@ -162,13 +163,13 @@ def _serve(a, cfg: GradingConfig, only, events, runtime: Path) -> int:
         renew.start()
         fault = None
         try:
-            with sandbox.job(runtime, cfg.sandbox, uid_slot) as (folder, job_env, job_config):
+            with setup.job(runtime, cfg.sandbox, uid_slot) as (folder, job_env, job_config):
                 os.environ.update(job_env)
                 config = copy.deepcopy(kernel_config)
                 config.merge(job_config)
                 o = grade_one(cfg, job.student, job.assignment, kernel_config=config,
                               kill_kernels=procs.kill_descendants, logs=logs,
-                              kernel_end=lambda: sandbox.kernel_end(folder))
+                              kernel_end=lambda: setup.kernel_end(folder))
         except GradingFault as e:
             fault, o = str(e), None
         except Exception as e:  # noqa: BLE001 - a fault of the grader, not of the student

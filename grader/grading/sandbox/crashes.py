@@ -2,7 +2,7 @@
 
 When a student's code ends the Python kernel (``os._exit``, a segmentation fault, a kill of
 its own process), nbclient raises ``DeadKernelError`` and nbgrader drops the whole notebook.
-The pipeline (:mod:`grader.grading.pipeline`) therefore autogrades with
+The pipeline (:mod:`grader.grading.run.pipeline`) therefore autogrades with
 :class:`GuardedExecute` in place of nbgrader's ``Execute``. It is the same preprocessor, in
 the same place (after nbgrader has restored the released test cells) and under the same
 limits, with two additions, both set on the nbgrader command line by the pipeline:
@@ -27,9 +27,9 @@ It also bounds what the kernel leaves: a message from the kernel larger than
 then stays closed, so the cells that follow are noted as missing output instead of failing
 the notebook); the notebook's outputs are kept within ``output_bytes`` in all as they
 arrive
-(:mod:`grader.grading.outputs`), and when the kernel has ended, every process of the
+(:mod:`grader.grading.sandbox.outputs`), and when the kernel has ended, every process of the
 sandbox's uid (``sandbox_uid``) is gone and what the kernel made in its folder is removed
-(:mod:`grader.grading.workdir`) before nbgrader writes the graded notebook there.
+(:mod:`grader.grading.sandbox.workdir`) before nbgrader writes the graded notebook there.
 """
 from __future__ import annotations
 
@@ -245,7 +245,7 @@ def describe(index: int, metadata: dict) -> str:
 
 def chain(executor: type) -> list[type]:
     """nbgrader's own list of autograde preprocessors with ``executor`` in place of
-    ``Execute``, followed by :class:`~grader.grading.outputs.BoundOutputs` (everything else
+    ``Execute``, followed by :class:`~grader.grading.sandbox.outputs.BoundOutputs` (everything else
     as nbgrader has it)."""
     from nbgrader.converters import Autograde
 

@@ -23,7 +23,7 @@ Two independent layers, for every page made from a student's notebook:
    the student) a fresh nonce and returns the policy that allows only those, plus hashes of
    the template's own inline event handlers. Feedback pages carry it as a ``<meta>``
    (:class:`FeedbackHTMLExporter`); the formgrader sends it as a header
-   (:mod:`grader.grading.formgrader_guard`).
+   (:mod:`grader.grading.submission.formgrader_guard`).
 
 The honest content still renders: headings, lists, tables, code (with its highlighting),
 links, images (PNG, JPEG, SVG shown as an image, where a browser never runs its script),

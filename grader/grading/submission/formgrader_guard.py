@@ -4,8 +4,8 @@ nbgrader's formgrader is served by the instructor's Jupyter server, on the hub's
 to a logged-in instructor. Two of its routes show what a student wrote:
 
 - ``formgrader/submissions/<id>/``: the autograded notebook rendered to HTML. The exporter
-  sanitizes it (:func:`grader.grading.sanitize.configure`, in the nbgrader config); this
-  extension also sends a Content-Security-Policy (:func:`grader.grading.sanitize.protect`)
+  sanitizes it (:func:`grader.grading.submission.sanitize.configure`, in the nbgrader config); this
+  extension also sends a Content-Security-Policy (:func:`grader.grading.submission.sanitize.protect`)
   whose nonce only the page's own scripts carry: those before the notebook, where the
   template (jQuery, Backbone, the grading form) writes them. The grading form works as
   before; a student's ``<script>``, ``onerror=`` or ``javascript:`` link does not run, even
@@ -15,7 +15,7 @@ to a logged-in instructor. Two of its routes show what a student wrote:
   ``sandbox`` (a unique origin, no script) and ``default-src 'none'``.
 
 Enabled on the hub in ``hub/singleuser/jupyter_server_config.py``; elsewhere with
-``--ServerApp.jpserver_extensions='{"grader.grading.formgrader_guard": True}'``.
+``--ServerApp.jpserver_extensions='{"grader.grading.submission.formgrader_guard": True}'``.
 """
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def _load_jupyter_server_extension(serverapp) -> None:
     # first: it must see the page before a compressing transform does
     transforms.insert(0, transform_for(serverapp.base_url))
     serverapp.log.info("formgrader guard: submission views get a strict "
-                       "Content-Security-Policy (grader.grading.formgrader_guard)")
+                       "Content-Security-Policy (grader.grading.submission.formgrader_guard)")
 
 
 load_jupyter_server_extension = _load_jupyter_server_extension

@@ -1,6 +1,6 @@
 """Running one cell's source in the judge as IPython would run it in a kernel.
 
-The judge process (:mod:`grader.grading.judge_process`) runs the instructor's locked cells and
+The judge process (:mod:`grader.grading.judge.process`) runs the instructor's locked cells and
 test cells with :func:`run_cell_source` in a :class:`CellNamespace` (the judge's names first,
 the student's fetched from the kernel over the channel), captures what the cell prints,
 bounded by :func:`bounded_streams`, and turns an exception into an ``error`` output's fields
@@ -18,13 +18,14 @@ import time
 import traceback
 from typing import Any
 
-from .remote import Channel
+from .channel import Channel
 
 __all__ = ["CellNamespace", "run_cell_source", "error_fields", "bounded_streams",
            "MAX_STREAM_CHARS"]
 
 MAX_STREAM_CHARS = 1_000_000    # what one test cell may print, in the judge and the kernel
-_OWN_FILES = ("judge.py", "judge_process.py", "judge_cells.py", "remote.py")
+_OWN_FILES = tuple(os.path.join("grading", "judge", name)    # the judge's frames, left out
+                   for name in ("executor.py", "process.py", "cells.py", "channel.py"))
 _WIRE = os.sep + os.path.join("grader", "wire") + os.sep
 
 

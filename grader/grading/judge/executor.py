@@ -3,31 +3,31 @@
 With nbgrader's ``Execute``, a test cell such as ``grade(checks.check_time_work(time_work))``
 runs in the student's kernel after the student's code, which can redefine ``grade``, patch
 ``grader.checks``, ``AssertionError`` or IPython's traceback display, or print a fake score.
-:class:`JudgedExecute` (in place of :class:`~grader.grading.crashes.GuardedExecute`, whose
+:class:`JudgedExecute` (in place of :class:`~grader.grading.sandbox.crashes.GuardedExecute`, whose
 crash handling it keeps) runs the notebook cell by cell in the kernel as before, except:
 
 - **test cells** (autograded grade cells: ``grade`` and not ``solution`` *in the gradebook*,
   whatever the submitted metadata says) are never sent to the kernel. Their source is the
   instructor's, read from the gradebook (nbgrader's ``OverwriteCells`` has restored it in the
   notebook too). The *judge* runs it in its own namespace, in a process of this notebook's
-  own that never runs student code (:mod:`grader.grading.judge_process`), and this process
+  own that never runs student code (:mod:`grader.grading.judge.process`), and this process
   writes the cell's outputs from its answer, in the shapes a kernel produces:
   ``stream`` outputs for what it prints, an ``execute_result`` (``text/plain`` repr) for the
   last expression's value, so nbgrader's ``determine_grade`` reads the points, an ``error``
   output (``ename``, ``evalue``, ``traceback``) for an exception, so the cell scores 0.
   nbgrader's ``SaveAutoGrades``, feedback and
-  :class:`~grader.grading.feedback.StripTestTracebacks` work unchanged.
+  :class:`~grader.grading.submission.feedback.StripTestTracebacks` work unchanged.
 - **locked cells** that are neither tests nor answers (the imports cell) run in the kernel
   *and* in the judge's namespace, so ``checks``, ``grade`` and ``public`` are the judge's own.
 - **ranks**: a check that runs the student's code on several ranks (assignment 7) runs
   each rank in a sandbox of its own, like the kernel's but alone, when the kernel is
-  sandboxed (:mod:`grader.grading.rank_sandbox`, :mod:`grader.lab.relay`).
+  sandboxed (:mod:`grader.grading.sandbox.rank`, :mod:`grader.lab.relay`).
 - a name the judge's namespace does not define (the student's functions, ``FRAMEWORK``) is
   looked up in the kernel when the test cell uses it, and arrives as data or as a proxy that
-  calls into the kernel (:mod:`grader.grading.remote`): only data crosses back.
+  calls into the kernel (:mod:`grader.grading.judge.channel`): only data crosses back.
 
 Per test cell: this process asks the kernel (an execute request that is not recorded) to run
-:func:`grader.grading.remote.serve`; the judge process connects to the socket it creates in
+:func:`grader.grading.judge.channel.serve`; the judge process connects to the socket it creates in
 the kernel's folder, runs the cell, says stop and answers with the outputs. What the
 student's functions print in the kernel meanwhile is added to the cell's streams in time
 order, as in a kernel (stream outputs can only lower a score: nbgrader gives 0 for a cell
@@ -46,11 +46,11 @@ process that ends without an answer gives the cell a ``JudgeError`` output sayin
 way the cell scores 0 and the next cell gets a fresh judge process. Nothing the kernel sends
 is decoded in this process, so nothing it sends can stall it (or a grading worker's lease).
 A kernel that dies during a test cell (``os._exit`` in the student's function) raises
-nbclient's ``DeadKernelError``, and the pipeline's crash rounds (:mod:`grader.grading.crashes`)
+nbclient's ``DeadKernelError``, and the pipeline's crash rounds (:mod:`grader.grading.sandbox.crashes`)
 skip the cell, as before. A kernel that does not come back after the interrupt is shut down
 the same way.
 
-:func:`autograde_args` mirrors :func:`grader.grading.crashes.autograde_args`.
+:func:`autograde_args` mirrors :func:`grader.grading.sandbox.crashes.autograde_args`.
 """
 from __future__ import annotations
 
@@ -65,12 +65,12 @@ from nbclient.util import run_sync
 from nbformat import NotebookNode
 from nbformat.v4 import new_output
 
-from . import crashes, rank_sandbox
-from .crashes import GuardedExecute
-from .judge_cells import (MAX_STREAM_CHARS, CellNamespace, bounded_streams, error_fields,
+from ..sandbox import crashes, rank
+from ..sandbox.crashes import GuardedExecute
+from .cells import (MAX_STREAM_CHARS, CellNamespace, bounded_streams, error_fields,
                           run_cell_source)
-from .judge_process import JudgeProcess
-from .remote import bootstrap_code
+from .process import JudgeProcess
+from .channel import bootstrap_code
 
 __all__ = ["JudgedExecute", "autograde_args", "run_cell_source", "CellNamespace"]
 
@@ -173,13 +173,13 @@ class JudgedExecute(GuardedExecute):
 
     def _rank_isolation(self) -> dict[str, str]:
         """When this notebook's kernel is sandboxed, the checks' student ranks (assignment 7)
-        are too, each alone (:mod:`grader.grading.rank_sandbox`)."""
+        are too, each alone (:mod:`grader.grading.sandbox.rank`)."""
         try:
             argv = list(self.km.kernel_spec.argv)
         except Exception:  # noqa: BLE001 - no kernel spec: a plain kernel
             return {}
-        if "grader.grading.sandbox_kernel" in argv and "--settings" in argv:
-            return rank_sandbox.isolation(argv[argv.index("--settings") + 1])
+        if "grader.grading.sandbox.kernel" in argv and "--settings" in argv:
+            return rank.isolation(argv[argv.index("--settings") + 1])
         return {}
 
     async def _run_in_judge(self, reply, deadline: float, cmd: dict):
@@ -326,7 +326,7 @@ def _roles(nb, resources: dict, skip_cells: str, course_id: str) -> tuple[dict[i
 
 def autograde_args(trace_file: Path, skip: list[tuple[int, str]]) -> list[str]:
     """nbgrader command-line options putting :class:`JudgedExecute` in place of ``Execute``
-    (as :func:`grader.grading.crashes.autograde_args` does for ``GuardedExecute``)."""
+    (as :func:`grader.grading.sandbox.crashes.autograde_args` does for ``GuardedExecute``)."""
     args = crashes.autograde_args(trace_file, skip)
     own = f"{JudgedExecute.__module__}.{JudgedExecute.__qualname__}"
     guarded = f"{GuardedExecute.__module__}.{GuardedExecute.__qualname__}"

@@ -1,13 +1,13 @@
 """One student rank of a collective check, alone in the sandbox.
 
-``python -m grader.grading.rank_sandbox SETTINGS FOLDER -- COMMAND...`` (as root) runs
-``COMMAND`` the way :mod:`grader.grading.sandbox_kernel` runs a kernel (bubblewrap, the
+``python -m grader.grading.sandbox.rank SETTINGS FOLDER -- COMMAND...`` (as root) runs
+``COMMAND`` the way :mod:`grader.grading.sandbox.kernel` runs a kernel (bubblewrap, the
 slot's uid, no capabilities, the limits of ``course.toml``, no network, the system and Python
 read-only), except that the only folder it sees read-write is ``FOLDER``, a fresh folder
 of its own, and not the slot's socket folder: two ranks started this way share no file, no
 network namespace and no process namespace, with each other or with the student's kernel.
 
-:class:`grader.grading.judge.JudgedExecute` puts ``[python, -m, grader.grading.rank_sandbox,
+:class:`grader.grading.judge.executor.JudgedExecute` puts ``[python, -m, grader.grading.sandbox.rank,
 SETTINGS]`` in ``$COURSE_RANK_ISOLATION`` when the notebook's kernel is sandboxed, and
 :class:`grader.lab.relay.StudentRanks` starts each student rank behind it (assignment 7's
 ranks: the relays, trusted, stay outside). The process ``exec`` s ``bwrap``, so bubblewrap's
@@ -21,7 +21,7 @@ import stat
 import sys
 import tempfile
 
-from .sandbox_kernel import _refuse_workdir, bwrap_command
+from .kernel import _refuse_workdir, bwrap_command
 
 __all__ = ["ENV", "command", "isolation", "main"]
 
@@ -43,7 +43,7 @@ def command(settings: dict, folder: str, argv: list[str]) -> list[str]:
     for i in range(len(cmd) - len(kernel), -1, -1):
         if cmd[i:i + len(kernel)] == kernel:
             return cmd[:i] + list(argv)
-    raise RuntimeError("sandbox_kernel.bwrap_command changed: no kernel command to replace")
+    raise RuntimeError("kernel.bwrap_command changed: no kernel command to replace")
 
 
 def _refuse(folder: str, settings: dict) -> str | None:
@@ -58,7 +58,7 @@ def _refuse(folder: str, settings: dict) -> str | None:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 4 or argv[2] != "--":
-        print("usage: python -m grader.grading.rank_sandbox SETTINGS FOLDER -- COMMAND...",
+        print("usage: python -m grader.grading.sandbox.rank SETTINGS FOLDER -- COMMAND...",
               file=sys.stderr)
         return 2
     with open(argv[0]) as f:

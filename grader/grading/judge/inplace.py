@@ -1,4 +1,4 @@
-"""In-place semantics across the judge <-> kernel channel (:mod:`grader.grading.remote`).
+"""In-place semantics across the judge <-> kernel channel (:mod:`grader.grading.judge.channel`).
 
 A callee on the other side gets copies of the arrays and tensors it was passed. What it
 changed in place is sent back and copied into the caller's objects (:func:`copy_back`),
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..wire.values import array_of, paddle_module, tensor_framework
+from ...wire.values import array_of, paddle_module, tensor_framework
 
 __all__ = ["storages", "mutable_array", "fingerprint", "copy_back"]
 
