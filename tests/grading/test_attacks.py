@@ -14,8 +14,6 @@ import csv
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -23,9 +21,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.grading.judge import executor
+from grader.grading.config import load
+from grader.grading.judge.executor import JudgedExecute
 from grader.grading.sandbox import crashes
 from tests.grading.attacks import judge_dos
+from tests.grading.nbgrader_cli import autograde_options, nbgrader
 
 pytestmark = pytest.mark.slow
 
@@ -199,21 +199,19 @@ def _notebook(course: Path, student: str, time_work: str) -> None:
     nbformat.write(nb, out / f"{A1}.ipynb")
 
 
-def _grade(course: Path, extra: list[str]) -> dict[str, dict]:
-    """student -> {"score", "cells" (grade id -> score), "said" (the test cells' outputs)}."""
-    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
-               COURSE_CELL_TIMEOUT="30")
-    run = lambda *a: subprocess.run([sys.executable, "-m", "nbgrader", *a,  # noqa: E731
-                                     f"--CourseDirectory.root={course}"], cwd=course, env=env,
-                                    capture_output=True, text=True, timeout=1800)
+def _grade(course: Path, executor: type) -> dict[str, dict]:
+    """student -> {"score", "cells" (grade id -> score), "said" (the test cells' outputs)},
+    graded by nbgrader with ``executor`` under a 30 s cell limit."""
+    extra = autograde_options(executor, course / "trace", cell_timeout_s=30)
+    run = lambda *a: nbgrader(course, *a, timeout=1800)  # noqa: E731
     assert run("generate_assignment", A1, "--force").returncode == 0
     t0 = time.monotonic()
     run("autograde", A1, "--force", *extra)   # non-zero when a kernel died: that one scores 0
     print(f"{course.name}: {len(STUDENTS)} notebooks autograded in {time.monotonic() - t0:.1f} s")
-    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.api import MissingEntry
 
     out: dict[str, dict] = {}
-    with Gradebook("sqlite:///" + str(course / "gradebook.db"), "parallel-dl") as gb:
+    with load(course).gradebook() as gb:
         for student in STUDENTS:
             try:
                 sub = gb.find_submission(A1, student)
@@ -251,8 +249,7 @@ def _course() -> Path:
 def graded():
     judged, plain = _course(), _course()
     try:
-        yield (_grade(judged, executor.autograde_args(judged / "trace", [])),
-               _grade(plain, crashes.autograde_args(plain / "trace", [])))
+        yield (_grade(judged, JudgedExecute), _grade(plain, crashes.GuardedExecute))
     finally:
         shutil.rmtree(judged, ignore_errors=True)
         shutil.rmtree(plain, ignore_errors=True)

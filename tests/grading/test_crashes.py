@@ -123,14 +123,19 @@ def test_after_the_last_attempt_the_whole_notebook_scores_zero_with_the_reason(m
 def test_the_guarded_executor_takes_the_place_of_nbgraders_and_outputs_are_bounded():
     from nbgrader.converters import Autograde
 
-    args = crashes.autograde_args(Path("/t/cell"), [(3, "a"), (6, "b")])
-    chain = eval(args[0].split("=", 1)[1])
+    from grader.grading.config import Limits
+    from grader.grading.sandbox.outputs import BoundOutputs
+
+    c = crashes.autograde_config(Limits(cell_timeout_s=9, output_mb=2.0, kernel_files=7),
+                                 trace_file=Path("/t/cell"), skip=[(3, "a"), (6, "b")])
+    chain = c.Autograde.autograde_preprocessors
     default = Autograde.class_traits()["autograde_preprocessors"].default()
     # the executor, then the outputs cut to the notebook's budget, then nbgrader's own steps
-    assert chain[:2] == ["grader.grading.sandbox.crashes.GuardedExecute",
-                         "grader.grading.sandbox.outputs.BoundOutputs"]
-    assert chain[2:] == [f"{p.__module__}.{p.__qualname__}" for p in default[1:]]
-    assert args[1:] == ["--GuardedExecute.trace_file=/t/cell", "--GuardedExecute.skip_cells=3,6"]
+    assert chain[:2] == [crashes.GuardedExecute, BoundOutputs] and chain[2:] == default[1:]
+    guarded = crashes.GuardedExecute(config=c)     # the limits reach the executor itself
+    assert (guarded.timeout, guarded.trace_file, guarded.skip_cells) == (9, "/t/cell", "3,6")
+    assert (guarded.output_bytes, guarded.folder_files) == (2 * 2**20, 7)
+    assert BoundOutputs(config=c).output_bytes == 2 * 2**20
 
 
 @pytest.mark.slow

@@ -3,10 +3,8 @@ kernel for honest submissions, the same outputs' shapes, and limits that still h
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -16,10 +14,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from grader.grading.config import Limits, load
 from grader.grading.judge import executor
-from grader.grading.sandbox import crashes
-from grader.grading.judge.executor import CellNamespace, JudgedExecute, run_cell_source
 from grader.grading.judge.channel import Channel
+from grader.grading.judge.executor import CellNamespace, JudgedExecute, run_cell_source
+from grader.grading.sandbox import crashes
+from tests.grading.nbgrader_cli import autograde_options, nbgrader
 
 ROOT = Path(__file__).resolve().parents[2]
 EXERCISES = ROOT / "exercises"
@@ -80,12 +80,16 @@ def test_names_the_judge_lacks_come_from_the_kernel_and_builtins_never_do():
         kernel.close()
 
 
-def test_autograde_args_put_judged_execute_in_nbgraders_chain(tmp_path):
-    args = executor.autograde_args(tmp_path / "trace", [(6, "cell 7")])
-    assert "'grader.grading.judge.executor.JudgedExecute'" in args[0] and "GuardedExecute" not in args[0]
-    assert f"--JudgedExecute.trace_file={tmp_path / 'trace'}" in args
-    assert "--JudgedExecute.skip_cells=6" in args
+def test_the_autograde_config_puts_judged_execute_in_nbgraders_chain_under_the_limits(tmp_path):
+    c = crashes.autograde_config(Limits(cell_timeout_s=7, output_mb=1.0), JudgedExecute,
+                                 tmp_path / "trace", [(6, "cell 7")])
+    chain = c.Autograde.autograde_preprocessors
+    assert JudgedExecute in chain and crashes.GuardedExecute not in chain
     assert issubclass(JudgedExecute, crashes.GuardedExecute)
+    # the settings reach the judged executor: the cell's time limit, the trace, the skip
+    judged = JudgedExecute(config=c)
+    assert (judged.timeout, judged.trace_file, judged.skip_cells, judged.output_bytes) == (
+        7, str(tmp_path / "trace"), "6", 2**20)
 
 
 # ---- every answer of the check suites, through the channel ----------------------------------
@@ -231,20 +235,9 @@ def test_a6_pieces_get_the_same_verdict_through_the_channel(pieces, framework):
 
 # ---- end to end, through nbgrader ----------------------------------------------------------
 
-def _env(cell_timeout: int = 60) -> dict:
-    return dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
-                COURSE_CELL_TIMEOUT=str(cell_timeout))
-
-
-def _nbgrader(course: Path, *args: str, cell_timeout: int = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "nbgrader", *args, f"--CourseDirectory.root={course}"],
-                          cwd=course, env=_env(cell_timeout), capture_output=True, text=True, timeout=900)
-
 
 def _cells(course: Path, assignment: str) -> dict[str, dict[str, float]]:
-    from nbgrader.api import Gradebook
-
-    with Gradebook("sqlite:///" + str(course / "gradebook.db"), "parallel-dl") as gb:
+    with load(course).gradebook() as gb:
         return {sub.student.id: {g.name: float(g.score) for nb in sub.notebooks for g in nb.grades}
                 for sub in gb.find_assignment(assignment).submissions}
 
@@ -309,16 +302,16 @@ def test_the_sample_submissions_score_the_same_judged_and_in_the_kernel():
     plain = _course(ALL, ["alice", "bob", "carol"])
     judged = Path(tempfile.mkdtemp(prefix="judge-"))
     try:
-        assert _nbgrader(plain, "generate_assignment", "*", "--force").returncode == 0
+        assert nbgrader(plain, "generate_assignment", "*", "--force").returncode == 0
         shutil.copytree(plain, judged, dirs_exist_ok=True)
-        extra = {judged: executor.autograde_args(judged / "trace", []),
-                 plain: crashes.autograde_args(plain / "trace", [])}
+        # The two ways share two cores: a cell limit well above what any cell needs
+        # (scores are compared here, not times; the limits have their own tests).
+        extra = {judged: autograde_options(JudgedExecute, judged / "trace", cell_timeout_s=300),
+                 plain: autograde_options(crashes.GuardedExecute, plain / "trace",
+                                          cell_timeout_s=300)}
         with ThreadPoolExecutor(2) as pool:
             # non-zero when a kernel died (carol): that notebook scores 0 both ways
-            # The two ways share two cores: a cell limit well above what any cell needs
-            # (scores are compared here, not times; the limits have their own tests).
-            list(pool.map(lambda c: _nbgrader(c, "autograde", "*", "--force", *extra[c],
-                                              cell_timeout=300),
+            list(pool.map(lambda c: nbgrader(c, "autograde", "*", "--force", *extra[c]),
                           (judged, plain)))
         for a in ALL:
             want, got = _cells(plain, a), _cells(judged, a)
@@ -355,11 +348,11 @@ def test_limits_hold_for_judged_cells_a_timeout_and_a_kernel_that_dies():
         dies = "import os\ndef independent_ops_experiment(*args, **kwargs):\n    os._exit(1)\n"
         _student(course, "loops", {"experiment": loop})
         _student(course, "dies", {"experiment": dies})
-        assert _nbgrader(course, "generate_assignment", A1, "--force").returncode == 0
+        assert nbgrader(course, "generate_assignment", A1, "--force").returncode == 0
         trace = course / "trace"
         t0 = time.monotonic()
-        _nbgrader(course, "autograde", A1, "--force", "--student", "loops",
-                  *executor.autograde_args(trace, []), cell_timeout=8)
+        nbgrader(course, "autograde", A1, "--force", "--student", "loops",
+                  *autograde_options(JudgedExecute, trace, cell_timeout_s=8))
         assert time.monotonic() - t0 < 120
         assert _cells(course, A1)["loops"] == {"test_time_work": 4.0, "test_experiment": 0.0}
         nb = json.loads((course / "autograded" / "loops" / A1 / f"{A1}.ipynb").read_text())
@@ -368,13 +361,13 @@ def test_limits_hold_for_judged_cells_a_timeout_and_a_kernel_that_dies():
 
         # the kernel dies inside the judged test cell: nbgrader drops the notebook, the trace
         # names the cell, and the next round (as the pipeline runs it) scores it 0
-        first = _nbgrader(course, "autograde", A1, "--force", "--student", "dies",
-                          *executor.autograde_args(trace, []))
+        first = nbgrader(course, "autograde", A1, "--force", "--student", "dies",
+                          *autograde_options(JudgedExecute, trace))
         assert "DeadKernelError" in first.stdout + first.stderr
         dead = crashes.dead_cell(trace)
         assert dead == (7, "cell 8 (grade id 'test_experiment')")
-        again = _nbgrader(course, "autograde", A1, "--force", "--student", "dies",
-                          *executor.autograde_args(trace, [dead]))
+        again = nbgrader(course, "autograde", A1, "--force", "--student", "dies",
+                          *autograde_options(JudgedExecute, trace, [dead]))
         assert again.returncode == 0, again.stdout[-3000:]
         assert _cells(course, A1)["dies"] == {"test_time_work": 4.0, "test_experiment": 0.0}
     finally:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
+from grader.grading.config import load
 from grader.grading.run.ledger import Ledger, owner_id, pid_alive
 from tests.grading.postgres import postgres_server  # noqa: F401 (the fixture)
 
@@ -242,7 +243,7 @@ def nbgrader_alembic_head() -> str:
 def test_a_ledger_created_first_leaves_nbgrader_a_versioned_gradebook(db_url):
     from nbgrader.api import Gradebook
     Ledger(db_url).close()
-    with Gradebook(db_url, "parallel-dl") as gb:
+    with Gradebook(db_url, load(ROOT / "exercises").course_id) as gb:
         gb.add_student("s00")
         assert [s.id for s in gb.students] == ["s00"]
     engine = create_engine(db_url)

@@ -12,11 +12,9 @@ Paddle).
 from __future__ import annotations
 
 import inspect
-import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,8 +22,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.grading.judge import executor
 from grader.grading.authoring import fill_solutions, write
+from grader.grading.config import load
+from grader.grading.judge.executor import JudgedExecute
+from tests.grading.nbgrader_cli import autograde_options, nbgrader
 from tests.checks import a6_solutions as s6
 from tests.checks.a7_paddle_solution import reference_paddle
 from tests.checks.notebooks import reference
@@ -113,15 +113,10 @@ CASES = {"a6_data_parallel": A6, "a7_ring_allreduce": A7}
 
 
 def _nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
-               COURSE_CELL_TIMEOUT="120")
-    return subprocess.run([sys.executable, "-m", "nbgrader", *args,
-                           f"--CourseDirectory.root={course}"], cwd=course, env=env,
-                          capture_output=True, text=True, timeout=1200)
+    return nbgrader(course, *args, timeout=1200)
 
 
 def _grade(assignment: str) -> tuple[Path, dict[str, dict[str, float]]]:
-    from nbgrader.api import Gradebook
 
     course = Path(tempfile.mkdtemp(prefix="paddle-judged-"))
     shutil.copy(EXERCISES / "nbgrader_config.py", course)
@@ -133,8 +128,9 @@ def _grade(assignment: str) -> tuple[Path, dict[str, dict[str, float]]]:
     for student, (answers, _) in CASES[assignment].items():
         write(fill_solutions(released, answers),
               course / "submitted" / student / assignment / f"{assignment}.ipynb")
-    _nbgrader(course, "autograde", assignment, "--force", *executor.autograde_args(course / "trace", []))
-    with Gradebook("sqlite:///" + str(course / "gradebook.db"), "parallel-dl") as gb:
+    _nbgrader(course, "autograde", assignment, "--force",
+              *autograde_options(JudgedExecute, course / "trace", cell_timeout_s=120))
+    with load(course).gradebook() as gb:
         cells = {sub.student.id: {g.name: float(g.score) for nb in sub.notebooks for g in nb.grades}
                  for sub in gb.find_assignment(assignment).submissions}
     return course, cells

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from grader.grading.config import load
 from grader.grading.run.ledger import Ledger
 from grader.grading.run.pipeline import grade_course
 from grader.grading.run.progress import summary
@@ -121,8 +122,7 @@ def test_an_interrupted_run_finishes_on_the_next_without_regrading_or_duplicates
             assert (o.status, o.score) == ("graded", expected(o.student)), o
             if (o.student, o.assignment) in first:     # finished before: not graded again
                 assert o.seconds == first[(o.student, o.assignment)]["seconds"]
-        from nbgrader.api import Gradebook
-        with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "parallel-dl") as gb:
+        with load(course).gradebook() as gb:
             assert len(gb.find_assignment(A1).submissions) == 8
     finally:
         shutil.rmtree(course, ignore_errors=True)
@@ -179,7 +179,6 @@ def test_a_job_finished_twice_counts_once_in_the_progress():
 def test_a_job_that_failed_too_often_is_recorded_as_failed_not_graded_forever():
     import hashlib
 
-    from grader.grading.config import load
     from grader.grading.run.item import submission_sha256
     from grader.grading.run.pipeline import _assignment_digest
     from grader.grading.run.worker import MAX_FAULTS

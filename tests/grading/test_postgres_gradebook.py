@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from grader.grading.config import load
 from tests.grading.postgres import postgres_server  # noqa: F401 (the fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
-COURSE = "parallel-dl"
+COURSE = load(ROOT / "exercises").course_id
 
 
 @pytest.fixture(autouse=True)
@@ -69,7 +70,7 @@ while not os.path.exists(go):
     time.sleep(0.005)
 print(time.time())
 for i in range(first, first + count):
-    with Gradebook(url, "parallel-dl") as gb:
+    with Gradebook(url, sys.argv[5]) as gb:
         student = f"s{i:02d}"
         gb.update_or_create_student(student)
         gb.update_or_create_submission("a1", student)
@@ -87,7 +88,7 @@ def test_two_processes_adding_submissions_at_once_lose_nothing(postgres_server, 
     make_assignment(url)
     go = tmp_path / "go"
     n = 15
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, url, str(go), str(k * n), str(n)],
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, url, str(go), str(k * n), str(n), COURSE],
                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for k in range(2)]
     ready = [Path(f"{go}.ready{k * n}") for k in range(2)]
     deadline = time.monotonic() + 120

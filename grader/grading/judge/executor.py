@@ -50,7 +50,8 @@ nbclient's ``DeadKernelError``, and the pipeline's crash rounds (:mod:`grader.gr
 skip the cell, as before. A kernel that does not come back after the interrupt is shut down
 the same way.
 
-:func:`autograde_args` mirrors :func:`grader.grading.sandbox.crashes.autograde_args`.
+Its nbgrader configuration (limits, crash trace) is
+:func:`grader.grading.sandbox.crashes.autograde_config`'s.
 """
 from __future__ import annotations
 
@@ -58,7 +59,6 @@ import asyncio
 import os
 import secrets
 import time
-from pathlib import Path
 
 from nbclient.exceptions import DeadKernelError
 from nbclient.util import run_sync
@@ -72,7 +72,7 @@ from .cells import (MAX_STREAM_CHARS, CellNamespace, bounded_streams, error_fiel
 from .process import JudgeProcess
 from .channel import bootstrap_code
 
-__all__ = ["JudgedExecute", "autograde_args", "run_cell_source", "CellNamespace"]
+__all__ = ["JudgedExecute", "run_cell_source", "CellNamespace"]
 
 GRACE_S = 10.0          # how long a stopped or interrupted kernel, or the judge, may be late
 
@@ -322,12 +322,3 @@ def _roles(nb, resources: dict, skip_cells: str, course_id: str) -> tuple[dict[i
         # a cell that ended the kernel in an earlier round runs GuardedExecute's raise
         sources[i] = crashes.replacement(crashes.describe(i, cell.metadata)) if i in skip else source[gid][0]
     return roles, sources
-
-
-def autograde_args(trace_file: Path, skip: list[tuple[int, str]]) -> list[str]:
-    """nbgrader command-line options putting :class:`JudgedExecute` in place of ``Execute``
-    (as :func:`grader.grading.sandbox.crashes.autograde_args` does for ``GuardedExecute``)."""
-    args = crashes.autograde_args(trace_file, skip)
-    own = f"{JudgedExecute.__module__}.{JudgedExecute.__qualname__}"
-    guarded = f"{GuardedExecute.__module__}.{GuardedExecute.__qualname__}"
-    return [a.replace(guarded, own).replace("--GuardedExecute.", "--JudgedExecute.") for a in args]

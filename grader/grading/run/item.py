@@ -107,10 +107,10 @@ def log_name(student: str, assignment: str, suffix: str) -> str:
     return f"{student}-{assignment}{suffix}"
 
 
-def _scores(db_url: str, student: str, assignment: str) -> tuple[float, float, dict]:
-    from nbgrader.api import Gradebook, MissingEntry
+def _scores(cfg: GradingConfig, student: str, assignment: str) -> tuple[float, float, dict]:
+    from nbgrader.api import MissingEntry
 
-    with Gradebook(db_url, "parallel-dl") as gb:
+    with cfg.gradebook() as gb:
         try:
             sub = gb.find_submission(assignment, student)
         except MissingEntry:
@@ -119,10 +119,8 @@ def _scores(db_url: str, student: str, assignment: str) -> tuple[float, float, d
         return float(sub.score), float(sub.max_score), cells
 
 
-def max_score(db_url: str, assignment: str) -> float:
-    from nbgrader.api import Gradebook
-
-    with Gradebook(db_url, "parallel-dl") as gb:
+def max_score(cfg: GradingConfig, assignment: str) -> float:
+    with cfg.gradebook() as gb:
         return float(gb.find_assignment(assignment).max_score)
 
 
@@ -248,21 +246,13 @@ def _note_box(course: Path, o: Outcome, notes: list[str]) -> None:
 def _executor_config(trace: Path, skip: list[tuple[int, str]], cfg: GradingConfig,
                      staging: Path):
     """nbgrader config running :class:`~grader.grading.judge.executor.JudgedExecute` (crash-guarded,
-    test cells judged outside the kernel) in place of ``Execute``, with the crash trace, the
-    cells not to run and the output limit, reading the submission from ``staging``."""
-    from traitlets.config import Config
-
+    test cells judged outside the kernel) in place of ``Execute`` under this run's limits
+    (:func:`~grader.grading.sandbox.crashes.autograde_config`), with the crash trace and the
+    cells not to run, reading the submission from ``staging``."""
     from ..judge.executor import JudgedExecute
 
-    c = Config()
-    c.Autograde.autograde_preprocessors = crashes.chain(JudgedExecute)
+    c = crashes.autograde_config(cfg.limits, JudgedExecute, trace, skip)
     c.CourseDirectory.submitted_directory = str(staging)
-    c.GuardedExecute.trace_file = str(trace)
-    c.GuardedExecute.skip_cells = ",".join(str(i) for i, _ in skip)
-    c.GuardedExecute.output_bytes = int(cfg.limits.output_mb * 2**20)
-    c.GuardedExecute.folder_files = cfg.limits.kernel_files
-    c.GuardedExecute.folder_bytes = int(cfg.limits.kernel_disk_mb * 2**20)
-    c.BoundOutputs.output_bytes = int(cfg.limits.output_mb * 2**20)
     return c
 
 
@@ -295,7 +285,7 @@ def grade_one(cfg: GradingConfig, student: str, assignment: str, *, kernel_confi
     Raises :class:`GradingFault` when the machine, not the submission, stopped it."""
     course = cfg.course
     t0 = time.perf_counter()
-    top = max_score(cfg.db_url, assignment)
+    top = max_score(cfg, assignment)
     sub = intake.read(course, student, assignment, cfg.submission)
     bad, staged, notes = intake.check(sub, course, cfg.submission)   # notes: what was refused
     if bad:
@@ -372,7 +362,7 @@ def _autograde(cfg: GradingConfig, sub: intake.Submission, private: Path, top: f
     elif not ok:
         o = Outcome(student, assignment, 0.0, top, *_why_failed(log))
     else:
-        score, top, cells = _scores(cfg.db_url, student, assignment)
+        score, top, cells = _scores(cfg, student, assignment)
         notes = [f"{label} ended the Python kernel ({_ended(ended.get((i, label)), cfg)}): "
                  "not run, scored 0" for i, label in skip]
         notes += _notes(course, private / "submitted" / student / assignment, student,

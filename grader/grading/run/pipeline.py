@@ -102,7 +102,7 @@ def _rejected(cfg: GradingConfig, who: list[str], names: list[str]) -> tuple[lis
             ok.append(s)
             continue
         label = intake.shown(s, 40)
-        bad += [Outcome(label, a, 0.0, max_score(cfg.db_url, a), "invalid",
+        bad += [Outcome(label, a, 0.0, max_score(cfg, a), "invalid",
                         f"not graded: {why}; rename the folder submitted/{label}") for a in names]
     return ok, bad
 
@@ -126,9 +126,9 @@ def _assignment_digest(course: Path, assignment: str) -> str:
 
 
 def _in_gradebook(cfg: GradingConfig, assignment: str) -> bool:
-    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.api import MissingEntry
 
-    with Gradebook(cfg.db_url, "parallel-dl") as gb:
+    with cfg.gradebook() as gb:
         try:
             gb.find_assignment(assignment)
             return True
@@ -137,10 +137,9 @@ def _in_gradebook(cfg: GradingConfig, assignment: str) -> bool:
 
 
 def _export(cfg: GradingConfig, to: Path) -> None:
-    from nbgrader.api import Gradebook
     from nbgrader.plugins import CsvExportPlugin
 
-    with Gradebook(cfg.db_url, "parallel-dl") as gb:
+    with cfg.gradebook() as gb:
         CsvExportPlugin(to=str(to)).export(gb)
 
 
@@ -246,7 +245,7 @@ def _run_workers(cfg: GradingConfig, workers: list[_Worker], overrides: dict, on
                     w.proc.wait()
                     w.ended()
                     from .item import max_score
-                    o = Outcome(*w.job, 0.0, max_score(cfg.db_url, w.job[1]), "timeout",
+                    o = Outcome(*w.job, 0.0, max_score(cfg, w.job[1]), "timeout",
                                 f"grading took longer than {deadline:g} s and the grading worker "
                                 "was stopped")
                     job = ledger.job(*w.job)

@@ -105,7 +105,6 @@ def main(argv: list[str] | None = None) -> int:
     only = {tuple(x) for x in json.loads(a.only)} if a.only else None
     os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
     os.environ["MPLBACKEND"] = "Agg"
-    os.environ["COURSE_CELL_TIMEOUT"] = str(cfg.limits.cell_timeout_s)
     runtime = Path(a.runtime) if a.runtime else Path(tempfile.mkdtemp(prefix=f"grading-slot{a.slot}-"))
     runtime.mkdir(mode=0o711, exist_ok=True)
     os.chmod(runtime, 0o711)
@@ -200,7 +199,7 @@ def _serve(a, cfg: GradingConfig, only, events, runtime: Path) -> int:
 
 def _top(cfg: GradingConfig, assignment: str) -> float:
     try:
-        return max_score(cfg.db_url, assignment)
+        return max_score(cfg, assignment)
     except Exception:  # noqa: BLE001 - the assignment is not in the gradebook
         return 0.0
 

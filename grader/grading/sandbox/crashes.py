@@ -16,7 +16,7 @@ limits, with two additions, both set on the nbgrader command line by the pipelin
   scores 0; a solution cell replaced this way leaves its names undefined, so the tests that
   need them fail and the independent ones still score.
 
-:func:`autograde_args` and :func:`dead_cell` are the pipeline's side of it; the pipeline
+:func:`autograde_config` and :func:`dead_cell` are the pipeline's side of it; the pipeline
 retries a bounded number of times (:data:`MAX_ROUNDS`) and then records the whole-notebook
 zero. A cell is named by its position (1-based) and, where it has one, its grade id.
 
@@ -39,11 +39,13 @@ from pathlib import Path
 from nbclient.util import run_sync
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Int, Unicode
+from traitlets.config import Config
 
+from ..config import Limits
 from . import bounds, procs, workdir
 from .outputs import CUT, Budget, BoundOutputs, note, size_of
 
-__all__ = ["GuardedExecute", "KILLED", "MAX_ROUNDS", "autograde_args", "chain", "dead_cell",
+__all__ = ["GuardedExecute", "KILLED", "MAX_ROUNDS", "autograde_config", "chain", "dead_cell",
            "dead_cause", "describe", "replacement"]
 
 # Attempts in all: the first, then one more for each cell found ending the kernel
@@ -256,16 +258,28 @@ def chain(executor: type) -> list[type]:
     return out
 
 
-def autograde_args(trace_file: Path, skip: list[tuple[int, str]]) -> list[str]:
-    """nbgrader command-line options putting :class:`GuardedExecute` in place of ``Execute``
-    in nbgrader's own list of autograde preprocessors; ``skip``: ``(index, label)`` of the
-    cells not to run."""
-    names = [f"{p.__module__}.{p.__qualname__}" for p in chain(GuardedExecute)]
-    args = [f"--Autograde.autograde_preprocessors={names!r}",
-            f"--GuardedExecute.trace_file={trace_file}"]
+def autograde_config(limits: Limits, executor: type | None = None, trace_file: Path | None = None,
+                     skip: list[tuple[int, str]] = ()) -> Config:
+    """The nbgrader configuration that autogrades under ``limits`` (``course.toml``) with
+    ``executor`` (:class:`GuardedExecute` or a subclass; the course's is
+    :class:`~grader.grading.judge.executor.JudgedExecute`) in place of nbgrader's ``Execute``:
+    the cell time limit (``Execute.timeout``), the output and kernel-folder limits, and, for
+    one grading attempt, the crash trace file and ``skip``, the ``(index, label)`` of the cells
+    not to run. The one place where these settings become nbgrader's: the worker merges it
+    over the course's ``nbgrader_config.py``, which calls it too."""
+    executor = executor or GuardedExecute
+    c = Config()
+    c.Autograde.autograde_preprocessors = chain(executor)
+    c.Execute.timeout = limits.cell_timeout_s
+    c.GuardedExecute.output_bytes = int(limits.output_mb * 2**20)
+    c.GuardedExecute.folder_files = limits.kernel_files
+    c.GuardedExecute.folder_bytes = int(limits.kernel_disk_mb * 2**20)
+    c.BoundOutputs.output_bytes = int(limits.output_mb * 2**20)
+    if trace_file is not None:
+        c.GuardedExecute.trace_file = str(trace_file)
     if skip:
-        args.append("--GuardedExecute.skip_cells=" + ",".join(str(i) for i, _ in skip))
-    return args
+        c.GuardedExecute.skip_cells = ",".join(str(i) for i, _ in skip)
+    return c
 
 
 def dead_cell(trace_file: Path) -> tuple[int, str] | None:

@@ -41,7 +41,7 @@ from . import bounds
 # (a database URL, COURSE_HUB_PASSWORD, a token) is dropped by --clearenv
 PASS_ENV = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "MPLBACKEND", "OMP_NUM_THREADS",
             "MKL_NUM_THREADS", "PYDEVD_DISABLE_FILE_VALIDATION", "CUDA_VISIBLE_DEVICES",
-            "COURSE_CELL_TIMEOUT", "COURSE_FRAMEWORK", "COURSE_DIST_BACKEND",
+            "COURSE_FRAMEWORK", "COURSE_DIST_BACKEND",
             # nbgrader tells notebooks they are being graded (cells that run real
             # experiments skip themselves then)
             "NBGRADER_EXECUTION", "NBGRADER_VALIDATING")

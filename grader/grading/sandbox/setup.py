@@ -33,7 +33,7 @@ from traitlets.config import Config
 
 from ..config import Limits, SandboxConfig
 
-__all__ = ["check", "prepare", "job", "kernel_end", "describe_limit_hit", "as_cli_args",
+__all__ = ["check", "prepare", "job", "kernel_end", "describe_limit_hit",
            "MACHINE_OOM", "TOOLS"]
 
 TOOLS = {"bwrap": "bubblewrap", "setpriv": "util-linux", "prlimit": "util-linux"}
@@ -107,7 +107,7 @@ def prepare(limits: Limits, cfg: SandboxConfig, slot: int,
 
     Returns the environment variables to set in the grading process (``JUPYTER_PATH``, and
     ``JUPYTER_RUNTIME_DIR`` so connection files stay in ``runtime_dir``) and a traitlets
-    config to merge into nbgrader's (:func:`as_cli_args` spells it as options). Raises
+    config to merge into nbgrader's (the worker merges it into each job's). Raises
     ``RuntimeError`` with :func:`check`'s message if isolation is asked for but unavailable.
     """
     runtime_dir = Path(runtime_dir).resolve()
@@ -158,12 +158,6 @@ def prepare(limits: Limits, cfg: SandboxConfig, slot: int,
     config.KernelManager.transport = "ipc"
     config.KernelManager.ip = ip
     return env, config
-
-
-def as_cli_args(config: Config) -> list[str]:
-    """``config`` as command-line options (``--KernelManager.transport=ipc`` ...) for nbgrader."""
-    return [f"--{section}.{key}={value}" for section, values in config.items()
-            for key, value in values.items()]
 
 
 @contextmanager
