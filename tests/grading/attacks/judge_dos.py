@@ -56,6 +56,6 @@ PAYLOADS: dict[str, tuple[str, str, str | None]] = {
                 "v": {"l": [0] * 2_000_000, "n": 0}}, [])"""),
                           "wire: values per message", "message too large"),
     # 2,000 kernel threads calling the judge's clock at once: at most MAX_CALL_THREADS run in
-    # the judge (the others fail at once; tests/grading/test_remote.py counts them)
+    # the judge (the others fail at once; tests/grading/judge/test_channel.py counts them)
     "thread_flood": (THREAD_FLOOD, "channel: at most MAX_CALL_THREADS judge threads", None),
 }

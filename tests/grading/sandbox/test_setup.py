@@ -28,7 +28,7 @@ from nbclient.exceptions import DeadKernelError
 from grader.grading.sandbox import setup
 from grader.grading.config import Limits, SandboxConfig
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 # a uid range of our own, and a slot from our pid: other runs on this machine (the grading
 # pipeline's tests, another engineer's run) use other uids, so RLIMIT_NPROC counts are ours
 CFG = SandboxConfig(uid_base=64000)
@@ -149,7 +149,7 @@ def test_it_reads_its_own_folder_but_not_the_course_solutions_or_gradebook(kerne
     secret = ["source/a/x.ipynb", "submitted/other/a/x.ipynb", "gradebook.db",
               "autograded/other/a/x.ipynb"]
     paths = [str(course / p) for p in secret] + [
-        "/root/.profile", str(ROOT / "tests/grading/test_sandbox.py"),
+        "/root/.profile", str(ROOT / "tests/grading/sandbox/test_setup.py"),
         str(ROOT / "exercises/nbgrader_config.py"), str(ROOT / "exercises/AUTHORING.md"),
         str(ROOT / "pyproject.toml")]
     assert all(Path(p).is_file() for p in paths)  # they are there, for the grader

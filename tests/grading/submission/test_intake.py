@@ -15,7 +15,7 @@ import pytest
 from grader.grading.submission import intake
 from grader.grading.config import SubmissionLimits
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 A1 = "a1_independent_ops"
 ALICE = ROOT / "exercises" / "submitted" / "alice" / A1 / f"{A1}.ipynb"
 SMALL = SubmissionLimits(max_files=5, max_file_mb=0.01, max_total_mb=0.05, max_notebook_mb=0.1,

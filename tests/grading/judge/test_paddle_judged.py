@@ -5,7 +5,7 @@ threads; Paddle's dynamic-graph mode is per thread (grader/lab/threads.py), so b
 judge turned it on in each of them, every correct Paddle answer to assignment 6 scored
 5/14. Every assignment that accepts Paddle answers (its answer cell sets ``FRAMEWORK``) is
 graded here with Paddle answers: correct ones in two styles score full marks, each typical
-mistake loses its points, cell by cell. tests/grading/test_judge.py compares the sample
+mistake loses its points, cell by cell. tests/grading/judge/test_executor.py compares the sample
 students judged and in the kernel (both frameworks: alice answers two assignments in
 Paddle).
 """
@@ -32,7 +32,7 @@ from tests.checks.notebooks import reference
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXERCISES = ROOT / "exercises"
 PADDLE = 'FRAMEWORK = "paddle"\n\n\n'
 

@@ -21,7 +21,7 @@ from grader.grading.judge.executor import CellNamespace, JudgedExecute, run_cell
 from grader.grading.sandbox import crashes
 from tests.grading.nbgrader_cli import autograde_options, nbgrader
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXERCISES = ROOT / "exercises"
 A1 = "a1_independent_ops"
 

@@ -12,7 +12,7 @@ import pytest
 from grader.grading.sandbox import crashes
 from grader.grading.run.pipeline import grade_course
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXERCISES = ROOT / "exercises"
 A1 = "a1_independent_ops"
 EXIT = "import os\nos._exit(1)"

@@ -2,7 +2,7 @@
 from a submission (grader/grading/submission/sanitize.py; the formgrader's server extension:
 test_formgrader_guard.py).
 
-Static checks on the HTML; tests/grading/test_feedback_browser.py and
+Static checks on the HTML; tests/grading/submission/test_feedback_browser.py and
 tests/hub/test_formgrader_payloads.py open the pages in Chromium."""
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from grader.grading.submission.formgrader_guard import NOTEBOOK_START
 from grader.grading.submission.sanitize import SanitizeStudentHTML, clean_html, protect
 from tests.grading import payloads
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 LISTENER = "http://127.0.0.1:9"
 
 

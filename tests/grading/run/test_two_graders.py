@@ -14,7 +14,7 @@ import pytest
 
 from tests.grading.postgres import postgres_server  # noqa: F401 (the fixture)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXERCISES = ROOT / "exercises"
 A1, A8 = "a1_independent_ops", "a8_placements"
 

@@ -1,5 +1,5 @@
 """The formgrader guard (grader/grading/submission/formgrader_guard.py) on the formgrader's routes,
-without a browser (tests/grading/test_formgrader_guard_browser.py opens the page)."""
+without a browser (tests/grading/submission/test_formgrader_guard_browser.py opens the page)."""
 from __future__ import annotations
 
 import re

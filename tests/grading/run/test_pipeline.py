@@ -16,7 +16,7 @@ import pytest
 
 from grader.grading.run.pipeline import grade_course
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXERCISES = ROOT / "exercises"
 MINE = ["a1_independent_ops", "a2_small_ops", "a3_compute_comm", "a4_profile_trace"]
 A1 = "a1_independent_ops"

@@ -14,7 +14,7 @@ import pytest
 from grader.grading.config import load
 from tests.grading.postgres import postgres_server  # noqa: F401 (the fixture)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 COURSE = load(ROOT / "exercises").course_id
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from grader.grading.submission.feedback import ClearHiddenTestsSafely, StripTestTracebacks, in_child
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 HIDDEN = "grade(checks.check_secret(answer))"
 
 

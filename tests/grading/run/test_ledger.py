@@ -20,7 +20,7 @@ from grader.grading.config import load
 from grader.grading.run.ledger import Ledger, owner_id, pid_alive
 from tests.grading.postgres import postgres_server  # noqa: F401 (the fixture)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -24,7 +24,7 @@ from tests.grading import payloads
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXERCISES = ROOT / "exercises"
 A1 = "a1_independent_ops"
 

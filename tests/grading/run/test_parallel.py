@@ -20,7 +20,7 @@ from grader.grading.run.pipeline import grade_course
 from grader.grading.run.progress import summary
 from grader.grading.run.item import Outcome
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXERCISES = ROOT / "exercises"
 A1 = "a1_independent_ops"
 

@@ -1,7 +1,7 @@
 """The grading worker (grader/grading/run/worker.py): what it does with a GradingFault.
 
 A kernel that the machine's out-of-memory killer ended raises GradingFault in grade_one
-(tests/grading/test_crashes.py). Here a real worker process, on a real ledger, meets it:
+(tests/grading/sandbox/test_crashes.py). Here a real worker process, on a real ledger, meets it:
 the job goes back to the queue with the fault counted (never a zero stored as done), it is
 graded again, and a job that faults every time ends ``failed`` with the reason after
 MAX_FAULTS claims instead of being claimed forever.
@@ -18,7 +18,7 @@ import pytest
 
 from grader.grading.run.ledger import Ledger
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 # grade_one replaced in the worker process: "ann" meets the machine's out-of-memory killer on
 # her first claim only, "ben" on every claim. Each call is counted in calls.txt.
