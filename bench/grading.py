@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from grader.grading.pipeline import grade_course
+from grader.grading.run.pipeline import grade_course
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -37,9 +37,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from grader.grading import intake  # noqa: E402
+from grader.grading.submission import intake  # noqa: E402
 from grader.grading.config import SubmissionLimits  # noqa: E402
-from grader.grading.procs import descendants  # noqa: E402
+from grader.grading.sandbox.procs import descendants  # noqa: E402
 from tests.grading.attacks import hostile  # noqa: E402
 
 
@@ -111,7 +111,7 @@ class Sampler(threading.Thread):
             for p in descendants(self.pid):
                 kb, cmd = _rss_kb(p)
                 total += kb
-                if "grader.grading.worker" in cmd:
+                if "grader.grading.run.worker" in cmd:
                     self.worker = max(self.worker, kb / 1024)
                 elif "ipykernel_launcher" in cmd:
                     self.kernel = max(self.kernel, kb / 1024)

@@ -65,10 +65,12 @@ def plain_nbgrader(course: Path, names: list[str]) -> float:
 
 
 def scores(course: Path) -> dict[tuple[str, str], float]:
-    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.api import MissingEntry
+
+    from grader.grading.config import load
 
     out = {}
-    with Gradebook("sqlite:///" + str(course / "gradebook.db"), "parallel-dl") as gb:
+    with load(course).gradebook() as gb:
         for a in gb.assignments:
             for s in gb.students:
                 try:
@@ -92,7 +94,7 @@ def main() -> None:
                     help="the pipeline's isolation (default: course.toml's)")
     a = ap.parse_args()
     names = a.assignment or ["a1_independent_ops", "a8_placements"]
-    from grader.grading.pipeline import grade_course
+    from grader.grading.run.pipeline import grade_course
 
     plains, ours_all = [], []
     for rep in range(a.repeats):

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -55,15 +54,13 @@ def grade(course: Path, plain: bool, sandbox: str | None = None) -> tuple[float,
 
     t0 = time.perf_counter()
     if plain:
-        from grader.grading import judge
+        from grader.grading.judge.executor import JudgedExecute
+        from tests.grading.nbgrader_cli import autograde_options, nbgrader
 
-        env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
-        for cmd in (["generate_assignment", A1, "--force"],
-                    ["autograde", A1, "--force", *judge.autograde_args(course / "trace", [])]):
-            subprocess.run([sys.executable, "-m", "nbgrader", *cmd, f"--CourseDirectory.root={course}"],
-                           cwd=course, env=env, check=False, capture_output=True)
+        nbgrader(course, "generate_assignment", A1, "--force")
+        nbgrader(course, "autograde", A1, "--force", *autograde_options(JudgedExecute, course / "trace"))
         return time.perf_counter() - t0, scores(course)
-    from grader.grading.pipeline import grade_course
+    from grader.grading.run.pipeline import grade_course
 
     run = grade_course(course, sandbox=sandbox, verbose=False)
     seconds = time.perf_counter() - t0

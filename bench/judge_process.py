@@ -3,8 +3,8 @@
 Each "notebook" runs a1's imports cell and one test cell that calls a function in a stand-in
 kernel (a thread serving the channel from a folder, as the real kernel does), either
 
-- ``process``: in a :class:`grader.grading.judge_process.JudgeProcess` (forked from the fork
-  server; started, sent the cells, closed), as :class:`~grader.grading.judge.JudgedExecute`
+- ``process``: in a :class:`grader.grading.judge.process.JudgeProcess` (forked from the fork
+  server; started, sent the cells, closed), as :class:`~grader.grading.judge.executor.JudgedExecute`
   does now, or
 - ``in-process``: in this process (``run_cell_source`` in a thread, the channel here), as the
   judge ran before.
@@ -32,9 +32,9 @@ TEST = "answer(2, 3) + len(checks.__name__) * 0"
 
 
 def serve(folder: str, name: str) -> threading.Thread:
-    from grader.grading import remote
+    from grader.grading.judge import channel
 
-    t = threading.Thread(target=remote.serve, args=(os.path.join(folder, name), 30.0), daemon=True)
+    t = threading.Thread(target=channel.serve, args=(os.path.join(folder, name), 30.0), daemon=True)
     t.start()
     return t
 
@@ -42,8 +42,8 @@ def serve(folder: str, name: str) -> threading.Thread:
 def in_process(folder: str, n: int) -> float:
     import builtins
 
-    from grader.grading.judge_cells import CellNamespace, run_cell_source
-    from grader.grading.remote import connect
+    from grader.grading.judge.cells import CellNamespace, run_cell_source
+    from grader.grading.judge.channel import connect
 
     t0 = time.perf_counter()
     base = {"__name__": "__judge__", "__builtins__": builtins}
@@ -67,7 +67,7 @@ def in_process(folder: str, n: int) -> float:
 
 
 def in_judge_process(folder: str, n: int) -> float:
-    from grader.grading.judge_process import JudgeProcess
+    from grader.grading.judge.process import JudgeProcess
 
     t0 = time.perf_counter()
     jp = JudgeProcess()
@@ -92,7 +92,7 @@ def main() -> None:
     a = ap.parse_args()
     import __main__
 
-    __main__.answer = lambda x, y: x + y      # the "kernel's" function (remote.serve's namespace)
+    __main__.answer = lambda x, y: x + y      # the "kernel's" function (channel.serve's namespace)
     folder = tempfile.mkdtemp(prefix="bench-judge-")
     t0 = time.perf_counter()
     in_judge_process(folder, -1)

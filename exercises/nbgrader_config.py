@@ -9,17 +9,15 @@ import os
 c = get_config()  # noqa: F821 (injected by traitlets)
 
 c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
-c.CourseDirectory.course_id = "parallel-dl"
-# The gradebook URL and the limits live in course.toml (grader/grading/config.py), so that
-# nbgrader run by hand, the formgrader and `make grade` all use the same gradebook.
+# The course id, the gradebook URL and the limits live in course.toml (read by
+# grader/grading/config.py, whose docstring says how each setting travels), so that nbgrader
+# run by hand, the formgrader and `make grade` all use the same gradebook and limits.
 from grader.grading.config import load as _load_grading  # noqa: E402
 
 _grading = _load_grading(c.CourseDirectory.root)
+c.CourseDirectory.course_id = _grading.course_id
 c.CourseDirectory.db_url = _grading.db_url
 
-# Students' code runs with a per-cell limit; the pipeline adds a wall-clock limit per
-# notebook and a memory limit on the kernel (grader/grading/pipeline.py).
-c.Execute.timeout = int(os.environ.get("COURSE_CELL_TIMEOUT", _grading.limits.cell_timeout_s))
 c.Execute.interrupt_on_timeout = True
 c.Execute.kernel_name = "python3"
 c.ExecutePreprocessor.startup_timeout = 120
@@ -36,7 +34,7 @@ c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedE
 # StripTestTracebacks removes the code a traceback quotes from a test cell that raised.
 from nbgrader.preprocessors import GetGrades  # noqa: E402
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
-from grader.grading.feedback import ClearHiddenTestsSafely, StripTestTracebacks  # noqa: E402
+from grader.grading.submission.feedback import ClearHiddenTestsSafely, StripTestTracebacks  # noqa: E402
 
 c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTestsSafely, StripTestTracebacks,
                                     CSSHTMLHeaderPreprocessor]
@@ -44,17 +42,20 @@ c.ClearHiddenTests.enforce_metadata = False   # (and ClearHiddenTestsSafely, its
 
 # A student's HTML never runs script in a reader's browser: feedback pages and the
 # formgrader's view of a submission are sanitized (nh3), and feedback pages carry a
-# Content-Security-Policy that forbids inline script (grader/grading/sanitize.py;
+# Content-Security-Policy that forbids inline script (grader/grading/submission/sanitize.py;
 # exercises/GRADING.md, "Student HTML").
-from grader.grading.sanitize import configure as _sanitize  # noqa: E402
+from grader.grading.submission.sanitize import configure as _sanitize  # noqa: E402
 
 _sanitize(c)
 
 # Test cells never run in the student's kernel, also when grading from the formgrader or
 # with `nbgrader autograde` by hand: the judge runs them in nbgrader's own process and only
-# data comes back from the kernel (grader/grading/judge.py; exercises/GRADING.md, Verdicts).
-# `make grade` adds the sandbox, limits, parallel workers and the ledger on top.
-from grader.grading.crashes import chain as _chain  # noqa: E402
-from grader.grading.judge import JudgedExecute  # noqa: E402
+# data comes back from the kernel (grader/grading/judge/executor.py; exercises/GRADING.md, Verdicts).
+# The limits of course.toml that nbgrader applies (the time limit of a cell, the output a
+# notebook keeps, what a kernel may write in its folder) come with it; `make grade` adds
+# the sandbox (memory, CPU time, processes), a wall-clock limit per notebook, parallel
+# workers and the ledger on top (grader/grading/run/).
+from grader.grading.judge.executor import JudgedExecute  # noqa: E402
+from grader.grading.sandbox.crashes import autograde_config as _autograde  # noqa: E402
 
-c.Autograde.autograde_preprocessors = _chain(JudgedExecute)
+c.merge(_autograde(_grading.limits, JudgedExecute))

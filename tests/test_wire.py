@@ -119,7 +119,7 @@ def test_a_value_type_registers_itself_and_rebuilds_from_fields_only():
     with pytest.raises(ProtocolError, match="is not a value type"):
         decode({"v": "os.path.join", "x": {}, "n": 0})
     with pytest.raises(ProtocolError, match="is not a value type"):
-        decode({"v": "grader.grading.worker.LEASE_S", "x": {}, "n": 0})
+        decode({"v": "grader.grading.run.worker.LEASE_S", "x": {}, "n": 0})
 
 
 def test_the_courses_value_types_need_no_list():

@@ -64,7 +64,7 @@ def _inputs(world: int, length: int, seed: int) -> list[np.ndarray]:
 def _program(fn: Callable, framework: str) -> dict:
     """What the ranks run: an importable function by name, any other (a notebook's, or one
     in the student's kernel, graded by the judge) as its source under the preamble."""
-    from ..grading.remote import KernelObject, source_of
+    from ..grading.judge.channel import KernelObject, source_of
 
     if not isinstance(fn, KernelObject) and getattr(fn, "__module__", "") not in ("__main__", None):
         mod = sys.modules.get(fn.__module__)

@@ -38,7 +38,7 @@ def call(fn: Callable, *args: Any, **kwargs: Any) -> Any:
     except MemoryError:
         raise  # not a wrong answer: the grading pipeline reports the memory limit
     except Exception as e:  # noqa: BLE001 - any failure of student code is reported, not raised
-        # Graded through the judge (grader.grading.remote), the student's code ran in the
+        # Graded through the judge (grader.grading.judge.channel), the student's code ran in the
         # kernel: the exception arrives with the student's line in ``where``.
         remote = isinstance(getattr(e, "where", None), str)
         where = e.where if remote else ""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .pipeline import grade_course
+from .run.pipeline import grade_course
 
 
 def main(argv: list[str] | None = None) -> int:

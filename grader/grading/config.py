@@ -1,10 +1,30 @@
 """The course's grading configuration: ``exercises/course.toml``, the one documented place
-for limits, isolation and the gradebook URL.
+for the course id, limits, isolation and the gradebook URL.
 
 ``load(course)`` reads it (missing keys take the defaults below, a missing file means all
 defaults); unknown keys are an error, so a typo does not silently leave a default in force.
 Command-line options of ``python -m grader.grading`` override single values via
 :func:`with_overrides`.
+
+How a setting travels, the cell time limit for instance (``[limits] cell_timeout_s``):
+
+1. ``course.toml`` -> :func:`load` -> ``GradingConfig.limits.cell_timeout_s``; a run's
+   ``--cell-timeout`` replaces it with :func:`with_overrides` (``grade_course``), and each
+   grading worker process gets the same overrides (``--overrides``, JSON) and applies them
+   the same way to its own :func:`load`;
+2. the values nbgrader needs become nbgrader (traitlets) configuration in one function,
+   :func:`grader.grading.sandbox.crashes.autograde_config` (``Execute.timeout``, the output
+   and folder limits, the judged executor), merged over the course's ``nbgrader_config.py``
+   by the worker (:mod:`grader.grading.run.item`), and called by ``nbgrader_config.py``
+   itself with :func:`load`'s values, so ``nbgrader autograde`` by hand and the formgrader
+   grade under the same limits;
+3. the kernel's own limits (memory, CPU time, processes, files) go to the sandbox's launcher
+   in its settings file (:func:`grader.grading.sandbox.setup.prepare`).
+
+The course id (``[gradebook] course_id``) travels the same way: ``nbgrader_config.py``
+sets ``CourseDirectory.course_id`` from :func:`load`, the hub reads it from there, and the
+pipeline opens the gradebook with :meth:`GradingConfig.gradebook`. No setting travels in
+an environment variable.
 """
 from __future__ import annotations
 
@@ -15,9 +35,10 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["Limits", "SubmissionLimits", "SandboxConfig", "GradingConfig", "load",
-           "with_overrides", "FILENAME"]
+           "with_overrides", "FILENAME", "DEFAULT_COURSE_ID"]
 
 FILENAME = "course.toml"
+DEFAULT_COURSE_ID = "default_course"   # nbgrader's own, for a course folder without course.toml
 
 
 @dataclass(frozen=True)
@@ -59,9 +80,16 @@ class GradingConfig:
     course: Path
     db_url: str
     workers: int
+    course_id: str = DEFAULT_COURSE_ID
     limits: Limits = field(default_factory=Limits)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     submission: SubmissionLimits = field(default_factory=SubmissionLimits)
+
+    def gradebook(self):
+        """nbgrader's gradebook of this course (a context manager)."""
+        from nbgrader.api import Gradebook
+
+        return Gradebook(self.db_url, self.course_id)
 
 
 def default_workers() -> int:
@@ -102,14 +130,19 @@ def load(course: str | Path) -> GradingConfig:
     unknown = sorted(set(raw) - {"gradebook", "grading", "limits", "sandbox", "submission"})
     if unknown:
         raise ValueError(f"{path}: unknown section(s) {unknown}")
-    url = str(raw.get("gradebook", {}).get("url", "") or "")
+    book = raw.get("gradebook", {})
+    unknown = sorted(set(book) - {"url", "course_id"})
+    if unknown:
+        raise ValueError(f"{path}: unknown key(s) {unknown} in [gradebook]; known: ['course_id', 'url']")
+    url = str(book.get("url", "") or "")
+    course_id = str(book.get("course_id", "") or DEFAULT_COURSE_ID)
     workers = int(raw.get("grading", {}).get("workers", 0) or 0)
     limits = _section(raw, "limits", Limits, path)
     sandbox = _section(raw, "sandbox", SandboxConfig, path)
     submission = _section(raw, "submission", SubmissionLimits, path)
     if sandbox.mode not in ("auto", "bwrap", "none"):
         raise ValueError(f'{path}: [sandbox] mode must be "auto", "bwrap" or "none", not {sandbox.mode!r}')
-    return GradingConfig(course=course,
+    return GradingConfig(course=course, course_id=course_id,
                          db_url=url or "sqlite:///" + str(course / "gradebook.db"),
                          workers=workers or default_workers(), limits=limits, sandbox=sandbox,
                          submission=submission)

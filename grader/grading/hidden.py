@@ -15,7 +15,7 @@ inside its hidden block only, which the released notebook does not contain::
 
 :func:`load` finds the course folder, in this order:
 
-1. the one :func:`use` registered: the judge (:class:`grader.grading.judge.JudgedExecute`,
+1. the one :func:`use` registered: the judge (:class:`grader.grading.judge.executor.JudgedExecute`,
    nbgrader's process) registers nbgrader's ``CourseDirectory.root``, so ``make grade``,
    ``nbgrader autograde`` by hand and the formgrader's *Autograde* button all find it;
 2. the nearest folder above the current one that holds ``nbgrader_config.py`` and

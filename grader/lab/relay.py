@@ -8,7 +8,7 @@ counts through the caller's frame. So :func:`run_ranks` splits each rank in two:
 - a **student rank** (:mod:`grader.lab.rank_stub`): a process that runs the student's
   function with a stand-in ``torch.distributed`` / ``paddle.distributed``. When grading, it
   runs in a sandbox of its own: the command in ``$COURSE_RANK_ISOLATION`` (a JSON list, set
-  by the judge to :mod:`grader.grading.rank_sandbox`) is put in front of it with the rank's
+  by the judge to :mod:`grader.grading.sandbox.rank`) is put in front of it with the rank's
   folder, so it runs as the sandbox's user, without network, seeing only that folder (where
   its socket is): no file, port or process of another rank. Elsewhere (a student's own
   notebook, the tests) it is a plain process.

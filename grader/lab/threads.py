@@ -14,8 +14,8 @@ no such state.
 :func:`framework_ready` switches the calling thread to dynamic mode if Paddle is imported
 and the thread is not in it; it never imports Paddle. Call it first in every thread the
 course starts that may run framework code (the judge's test-cell threads and the threads
-answering the other side's calls, :mod:`grader.grading.judge` and
-:mod:`grader.grading.remote`), or give it to a pool as
+answering the other side's calls, :mod:`grader.grading.judge.executor` and
+:mod:`grader.grading.judge.channel`), or give it to a pool as
 ``ThreadPoolExecutor(initializer=framework_ready)``. Never call it in a student's kernel's
 main thread: a notebook may choose static mode there (``paddle.enable_static()``).
 """

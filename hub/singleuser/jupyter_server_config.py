@@ -7,7 +7,7 @@ blank. Allowing frames from the server's own origin (``'self'``) fixes it and st
 refuses every other site. tests/hub/test_e2e_browser.py checks the formgrader renders.
 
 The formgrader's view of a submission shows a student's notebook to a logged-in
-instructor on this origin: ``grader.grading.formgrader_guard`` sends it with a
+instructor on this origin: ``grader.grading.submission.formgrader_guard`` sends it with a
 Content-Security-Policy that only the page's own scripts pass (and a sandbox for the
 other files of a submission). tests/hub/test_formgrader_payloads.py checks no student
 script runs there and the grading form still works.
@@ -20,4 +20,4 @@ c.ServerApp.tornado_settings = {
 # The localhost demo and CI run as root (one OS user for every account, see
 # hub/jupyterhub_config.py); a real deployment runs each user as themselves.
 c.ServerApp.allow_root = True
-c.ServerApp.jpserver_extensions = {"grader.grading.formgrader_guard": True}
+c.ServerApp.jpserver_extensions = {"grader.grading.submission.formgrader_guard": True}

@@ -7,7 +7,7 @@ account (``JUPYTERHUB_USER``), and only instructors get a course directory (thei
 directory, is loaded after this file for the instructor.
 
 Whatever the course's own configuration says, the formgrader's view of a submission and
-the feedback it generates are sanitized (grader/grading/sanitize.py): a student's HTML
+the feedback it generates are sanitized (grader/grading/submission/sanitize.py): a student's HTML
 runs no script in the instructor's browser.
 """
 import os
@@ -24,6 +24,6 @@ if _user in os.environ.get("COURSE_HUB_INSTRUCTORS", "").split(","):
 else:
     c.CourseDirectory.student_id = _user
 
-from grader.grading.sanitize import configure as _sanitize  # noqa: E402
+from grader.grading.submission.sanitize import configure as _sanitize  # noqa: E402
 
 _sanitize(c)

@@ -1,5 +1,5 @@
 """The sample submissions shipped for assignments 1-5 score what the README says, graded here
-without nbgrader (fast); tests/grading/test_pipeline.py and test_judge.py run them through
+without nbgrader (fast); tests/grading/run/test_pipeline.py and test_judge.py run them through
 nbgrader and the judge."""
 import json
 

@@ -1,5 +1,5 @@
 """The sample submissions shipped for assignments 5-8 score what the README says, graded
-here without nbgrader (fast); tests/grading/test_pipeline.py runs the nbgrader pipeline."""
+here without nbgrader (fast); tests/grading/run/test_pipeline.py runs the nbgrader pipeline."""
 import linecache
 
 import nbformat

@@ -15,7 +15,7 @@ import os
 import sys
 import time
 
-from grader.grading.ledger import Ledger
+from grader.grading.run.ledger import Ledger
 
 
 def main(argv: list[str]) -> int:

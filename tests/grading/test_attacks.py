@@ -4,7 +4,7 @@ Every attack is a copy of alice's assignment 1 with two WRONG answers (``time_wo
 constant 20 ms: the public check passes, the hidden one fails; the experiment is not
 implemented), plus a payload in an answer cell. The same submission without a payload
 (``baseline``) scores 0 of 8. All notebooks are autograded in one nbgrader run with
-:class:`grader.grading.judge.JudgedExecute`, and once more with the in-kernel
+:class:`grader.grading.judge.executor.JudgedExecute`, and once more with the in-kernel
 ``GuardedExecute`` to show that the payloads are real: those marked ``forges`` raise the score
 there. Each attack says where the judge stops it.
 """
@@ -14,8 +14,6 @@ import csv
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -23,8 +21,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.grading import crashes, judge
+from grader.grading.config import load
+from grader.grading.judge.executor import JudgedExecute
+from grader.grading.sandbox import crashes
 from tests.grading.attacks import judge_dos
+from tests.grading.nbgrader_cli import autograde_options, nbgrader
 
 pytestmark = pytest.mark.slow
 
@@ -167,7 +168,7 @@ class _Liar(float):   # 0.5 s, but converts to the operation's own length and eq
         # that starts with "_" (no __closure__, __code__, __globals__), and the simulated
         # framework keeps its machine and costs in such attributes too
         "allowlist of public attributes"),
-    "tamper_with_the_channel": (WRONG_TIME + """import grader.grading.remote as _r
+    "tamper_with_the_channel": (WRONG_TIME + """import grader.grading.judge.channel as _r
 def _evil(self, msg):
     # every answer a pickle blob, or a value type with a forged field set
     self._send({"k": "rep", "id": "k0", "to": msg["id"], "ok": True, "back": [],
@@ -198,21 +199,19 @@ def _notebook(course: Path, student: str, time_work: str) -> None:
     nbformat.write(nb, out / f"{A1}.ipynb")
 
 
-def _grade(course: Path, extra: list[str]) -> dict[str, dict]:
-    """student -> {"score", "cells" (grade id -> score), "said" (the test cells' outputs)}."""
-    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
-               COURSE_CELL_TIMEOUT="30")
-    run = lambda *a: subprocess.run([sys.executable, "-m", "nbgrader", *a,  # noqa: E731
-                                     f"--CourseDirectory.root={course}"], cwd=course, env=env,
-                                    capture_output=True, text=True, timeout=1800)
+def _grade(course: Path, executor: type) -> dict[str, dict]:
+    """student -> {"score", "cells" (grade id -> score), "said" (the test cells' outputs)},
+    graded by nbgrader with ``executor`` under a 30 s cell limit."""
+    extra = autograde_options(executor, course / "trace", cell_timeout_s=30)
+    run = lambda *a: nbgrader(course, *a, timeout=1800)  # noqa: E731
     assert run("generate_assignment", A1, "--force").returncode == 0
     t0 = time.monotonic()
     run("autograde", A1, "--force", *extra)   # non-zero when a kernel died: that one scores 0
     print(f"{course.name}: {len(STUDENTS)} notebooks autograded in {time.monotonic() - t0:.1f} s")
-    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.api import MissingEntry
 
     out: dict[str, dict] = {}
-    with Gradebook("sqlite:///" + str(course / "gradebook.db"), "parallel-dl") as gb:
+    with load(course).gradebook() as gb:
         for student in STUDENTS:
             try:
                 sub = gb.find_submission(A1, student)
@@ -250,8 +249,7 @@ def _course() -> Path:
 def graded():
     judged, plain = _course(), _course()
     try:
-        yield (_grade(judged, judge.autograde_args(judged / "trace", [])),
-               _grade(plain, crashes.autograde_args(plain / "trace", [])))
+        yield (_grade(judged, JudgedExecute), _grade(plain, crashes.GuardedExecute))
     finally:
         shutil.rmtree(judged, ignore_errors=True)
         shutil.rmtree(plain, ignore_errors=True)
@@ -315,8 +313,8 @@ def test_a7_message_counts_cannot_be_forged():
 # Every attack must be blocked with its reason recorded, and alice and bob must get exactly
 # the scores (cell by cell) they get alone.
 
-from grader.grading import intake  # noqa: E402
-from grader.grading.outputs import CUT  # noqa: E402
+from grader.grading.submission import intake  # noqa: E402
+from grader.grading.sandbox.outputs import CUT  # noqa: E402
 from tests.grading.attacks import hostile  # noqa: E402
 
 
@@ -339,7 +337,7 @@ def hostile_run():
     run used: TMPDIR, where grading keeps its runtime folders)."""
     scratch = Path(tempfile.mkdtemp(prefix="hostile-tmp-"))
     course, alone = _class(True), _class(False)
-    from grader.grading.pipeline import grade_course
+    from grader.grading.run.pipeline import grade_course
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TMPDIR", str(scratch))
@@ -450,7 +448,7 @@ def test_an_id_that_cannot_name_a_file_names_none(hostile_run):
 
 
 def test_a_kernel_over_the_sandboxs_memory_is_stopped_by_its_control_group(hostile_run):
-    from grader.grading.bounds import Box
+    from grader.grading.sandbox.bounds import Box
 
     box = Box.create(f"probe-{os.getpid()}", 2**30, 16)
     if box is None:

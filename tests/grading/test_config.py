@@ -1,11 +1,12 @@
-"""exercises/course.toml: the one place for limits, isolation and the gradebook URL."""
+"""exercises/course.toml: the one place for the course id, limits, isolation and the gradebook URL."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from grader.grading.config import Limits, SubmissionLimits, load, with_overrides
+from grader.grading.config import (DEFAULT_COURSE_ID, Limits, SubmissionLimits, load,
+                                   with_overrides)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,3 +53,40 @@ def test_submission_limits_are_read_and_overridden(tmp_path):
     cfg = load(tmp_path)
     assert (cfg.submission.max_files, cfg.submission.max_notebook_mb) == (3, 1.0)
     assert with_overrides(cfg, max_files=7).submission.max_files == 7
+
+
+def test_the_course_id_is_read_from_course_toml_by_nbgrader_the_hub_and_the_pipeline(tmp_path):
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from hub.run import course_id_of
+
+    course_id = load(ROOT / "exercises").course_id
+    assert course_id and course_id != DEFAULT_COURSE_ID
+    nbgrader = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT / "exercises")).load_config()
+    assert nbgrader.CourseDirectory.course_id == course_id == course_id_of(ROOT / "exercises")
+    assert load(tmp_path).course_id == DEFAULT_COURSE_ID          # no course.toml
+    (tmp_path / "course.toml").write_text('[gradebook]\ncourse_id = "c1"\n')
+    assert load(tmp_path).course_id == "c1"
+    (tmp_path / "course.toml").write_text('[gradebook]\ncourse = "c1"\n')
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['course'\] in \[gradebook\]"):
+        load(tmp_path)
+
+
+def test_the_cell_time_limit_reaches_nbgrader_from_course_toml_and_from_the_command_line(tmp_path):
+    """One route: course.toml (or an override) -> GradingConfig -> autograde_config ->
+    nbgrader's Execute.timeout, for nbgrader run by hand and for the grading worker."""
+    import shutil
+
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from grader.grading.run.item import _executor_config
+
+    shutil.copy(ROOT / "exercises" / "nbgrader_config.py", tmp_path)
+    (tmp_path / "course.toml").write_text("[limits]\ncell_timeout_s = 17\n")
+    by_hand = PyFileConfigLoader("nbgrader_config.py", path=str(tmp_path)).load_config()
+    assert by_hand.Execute.timeout == 17
+    cfg = with_overrides(load(tmp_path), cell_timeout_s=5)      # make grade --cell-timeout 5
+    worker = _executor_config(tmp_path / "trace", [], cfg, tmp_path / "staged")
+    by_hand.merge(worker)                                       # as item.api merges them
+    assert by_hand.Execute.timeout == 5
+    assert by_hand.CourseDirectory.submitted_directory == str(tmp_path / "staged")

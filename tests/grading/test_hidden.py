@@ -149,10 +149,10 @@ def test_nothing_a_student_kernel_can_import_holds_a_hidden_check_or_a_reference
 
 
 def test_the_grading_sandbox_does_not_mount_the_course_folder():
-    from grader.grading import sandbox
+    from grader.grading.sandbox import setup
     from grader.grading.config import load
 
     cfg = load(EXERCISES)
-    for path in sandbox._read_only_paths(tuple(cfg.sandbox.extra_ro)):
+    for path in setup._read_only_paths(tuple(cfg.sandbox.extra_ro)):
         p = Path(path).resolve()
         assert p != HIDDEN.resolve() and p not in HIDDEN.resolve().parents, path

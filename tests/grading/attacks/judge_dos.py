@@ -6,7 +6,7 @@ the judged test cell's output says)``. Used by ``tests/grading/test_attacks.py``
 
 # a kernel whose channel answers the judge's first request with ``reply`` (raw bytes)
 RAW_REPLY = """import struct as _st
-import grader.grading.remote as _r
+import grader.grading.judge.channel as _r
 def _evil(self, msg):{reply}
 _r.Channel._serve_one = _evil
 """
@@ -56,6 +56,6 @@ PAYLOADS: dict[str, tuple[str, str, str | None]] = {
                 "v": {"l": [0] * 2_000_000, "n": 0}}, [])"""),
                           "wire: values per message", "message too large"),
     # 2,000 kernel threads calling the judge's clock at once: at most MAX_CALL_THREADS run in
-    # the judge (the others fail at once; tests/grading/test_remote.py counts them)
+    # the judge (the others fail at once; tests/grading/judge/test_channel.py counts them)
     "thread_flood": (THREAD_FLOOD, "channel: at most MAX_CALL_THREADS judge threads", None),
 }

@@ -1,0 +1,272 @@
+"""What bounds one sandboxed kernel as a whole, and why the sandbox ended it.
+
+- **A control group per kernel** (:class:`Box`): memory and processes bounded for the whole
+  sandbox.
+
+``RLIMIT_AS`` bounds one process; a kernel that forks, or fills its memory-backed ``/tmp``,
+could still take the machine's memory, and the machine's out-of-memory killer would then end
+*other students'* kernels. Where this machine lets the grader make control groups, the
+launcher (:mod:`grader.grading.sandbox.kernel`) puts each kernel's sandbox into a fresh group
+below its own (``memory`` and ``pids``, cgroup v1 or v2) with ``memory_gb`` and
+``processes`` as limits, and reads afterwards whether the group's own limit ended it
+(:meth:`Box.hit_memory_limit`) or the machine ran out of memory. Where it cannot (no
+controller mounted, no permission, a v2 parent that cannot delegate), :meth:`Box.create`
+returns ``None`` and the rlimits alone apply.
+
+- **A watch on the kernel's folder** (:class:`Watch`): files and folders it makes there and the
+  bytes it writes, counted twice a second; over ``kernel_files`` or ``kernel_disk_mb`` the
+  kernel is ended (200,000 small files kept a worker in nbgrader's file listing 13 minutes).
+  The executor counts them again after each cell (:func:`usage`), so a cell that wrote too
+  much in less than half a second is the one that ends the kernel, not the next.
+- **Why it ended** (:func:`cause`): its own memory limit, the folder limits, or the machine
+  out of memory (the machine's out-of-memory killer, not the sandbox's limit: a grading
+  fault, graded again later).
+
+Only the standard library is used: the launcher imports this for every kernel start.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import threading
+import time
+from pathlib import Path
+
+__all__ = ["Box", "Watch", "cause", "machine_oom_kills", "usage", "FILES_LIMIT"]
+
+_CONTROLLERS = ("memory", "pids")
+FILES_LIMIT = "files-limit"   # why a kernel was ended, in the crash trace (crashes.dead_cause)
+
+
+def machine_oom_kills() -> int:
+    """How many processes this machine's out-of-memory killer has ended since boot."""
+    try:
+        for line in Path("/proc/vmstat").read_text().splitlines():
+            if line.startswith("oom_kill "):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _mounts() -> tuple[dict[str, tuple[str, str]], tuple[str, str] | None]:
+    """``({controller: (mount point, root)}, (unified mount point, root) or None)``."""
+    v1, v2 = {}, None
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return v1, v2
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        fields, rest = left.split(), right.split()
+        if len(fields) < 5 or len(rest) < 3:
+            continue
+        root, point, fstype, options = fields[3], fields[4], rest[0], rest[2].split(",")
+        if fstype == "cgroup":
+            for c in _CONTROLLERS:
+                if c in options:
+                    v1.setdefault(c, (point, root))
+        elif fstype == "cgroup2" and v2 is None:
+            v2 = (point, root)
+    return v1, v2
+
+
+def _own() -> dict[str, str]:
+    """This process's group in each hierarchy: ``{"memory": "/a/b", ..., "": "/c"}``."""
+    out = {}
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            for c in controllers.split(",") if controllers else [""]:
+                out[c] = path
+    except (OSError, ValueError):
+        pass
+    return out
+
+
+def _below(point: str, root: str, path: str) -> Path:
+    rel = os.path.relpath(path, root) if path.startswith(root) else path.lstrip("/")
+    return Path(point) / ("" if rel == "." else rel)
+
+
+def _write(path: Path, value: str) -> None:
+    with open(path, "w") as f:
+        f.write(value)
+
+
+def _read_kv(path: Path) -> dict[str, int]:
+    out = {}
+    try:
+        for line in path.read_text().splitlines():
+            k, _, v = line.partition(" ")
+            if v.strip().lstrip("-").isdigit():
+                out[k] = int(v)
+    except OSError:
+        pass
+    return out
+
+
+class Box:
+    """A control group (one folder per hierarchy) holding one kernel's sandbox."""
+
+    def __init__(self, dirs: dict[str, Path], v2: bool) -> None:
+        self.dirs, self.v2 = dirs, v2
+
+    @classmethod
+    def create(cls, name: str, memory_bytes: int, processes: int) -> "Box | None":
+        """A new group ``name`` below this process's own, with the limits set; ``None``
+        where this machine does not allow it."""
+        v1, v2 = _mounts()
+        own = _own()
+        box = None
+        try:
+            if "memory" in v1:
+                dirs = {c: _below(*v1[c], own.get(c, "/")) / name for c in _CONTROLLERS if c in v1}
+                box = cls(dirs, v2=False)
+                for d in dirs.values():
+                    d.mkdir()
+                mem = dirs["memory"]
+                _write(mem / "memory.limit_in_bytes", str(memory_bytes))
+                if (mem / "memory.memsw.limit_in_bytes").exists():   # no swap either
+                    _write(mem / "memory.memsw.limit_in_bytes", str(memory_bytes))
+                if "pids" in dirs:
+                    _write(dirs["pids"] / "pids.max", str(processes))
+            elif v2 is not None:
+                parent = _below(*v2, own.get("", "/"))
+                have = (parent / "cgroup.subtree_control").read_text().split()
+                if not {"memory", "pids"} <= set(have):
+                    _write(parent / "cgroup.subtree_control", "+memory +pids")
+                box = cls({"": parent / name}, v2=True)
+                box.dirs[""].mkdir()
+                d = box.dirs[""]
+                _write(d / "memory.max", str(memory_bytes))
+                if (d / "memory.swap.max").exists():
+                    _write(d / "memory.swap.max", "0")
+                _write(d / "pids.max", str(processes))
+            return box
+        except OSError:
+            if box is not None:
+                box.remove()
+            return None
+
+    def add(self, pid: int) -> None:
+        """Put process ``pid`` (before it starts the sandbox: its children follow) in."""
+        for d in self.dirs.values():
+            _write(d / "cgroup.procs", str(pid))
+
+    def pids(self) -> set[int]:
+        found: set[int] = set()
+        for d in self.dirs.values():
+            try:
+                found |= {int(p) for p in (d / "cgroup.procs").read_text().split()}
+            except (OSError, ValueError):
+                pass
+        return found
+
+    def hit_memory_limit(self) -> bool:
+        """Whether the group's own memory limit was reached and its out-of-memory killer
+        ended a process in it (the student's doing, unlike the machine running out)."""
+        if self.v2:
+            ev = _read_kv(self.dirs[""] / "memory.events")
+            return ev.get("oom_kill", 0) > 0 and (ev.get("oom", 0) > 0 or ev.get("max", 0) > 0)
+        mem = self.dirs.get("memory")
+        if mem is None:
+            return False
+        killed = _read_kv(mem / "memory.oom_control").get("oom_kill", 0)
+        try:   # some kernels leave failcnt at 0: the peak reaching the limit says it too
+            failed = int((mem / "memory.failcnt").read_text())
+            peak = int((mem / "memory.max_usage_in_bytes").read_text())
+            limit = int((mem / "memory.limit_in_bytes").read_text())
+        except (OSError, ValueError):
+            return killed > 0
+        return killed > 0 and (failed > 0 or peak >= 0.9 * limit)
+
+    def kill(self, within: float = 5.0) -> None:
+        """End every process in the group (they are the sandbox's)."""
+        end = time.monotonic() + within
+        if self.v2 and (self.dirs[""] / "cgroup.kill").exists():
+            try:
+                _write(self.dirs[""] / "cgroup.kill", "1")
+            except OSError:
+                pass
+        while time.monotonic() < end:
+            left = self.pids()
+            if not left:
+                return
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.02)
+
+    def remove(self) -> None:
+        """Kill what is left and remove the group's folders."""
+        self.kill()
+        for d in self.dirs.values():
+            for _ in range(50):
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:       # busy while the last process is reaped
+                    time.sleep(0.02)
+
+
+class Watch(threading.Thread):
+    """Ends the kernel (``stop``) when its folder holds more than ``files`` entries or
+    ``disk`` bytes more than when it started; ``over`` says which."""
+
+    def __init__(self, workdir: str, files: int, disk: int, stop) -> None:
+        super().__init__(daemon=True)
+        self.workdir, self.stop = workdir, stop
+        n, used = usage(workdir, 10**9)
+        self.files, self.disk = n + files, used + disk
+        self.over: str | None = None
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.5):
+            n, used = usage(self.workdir, self.files)
+            if n > self.files or used > self.disk:
+                self.over = "files"
+                self.stop()
+                return
+
+
+def usage(root: str, most: int) -> tuple[int, int]:
+    """(entries, bytes on disk) below ``root``, counting no further than ``most`` entries."""
+    n, used, todo = 0, 0, [root]
+    while todo and n <= most:
+        try:
+            with os.scandir(todo.pop()) as it:
+                for e in it:
+                    n += 1
+                    try:
+                        st = e.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    used += st.st_blocks * 512
+                    if stat.S_ISDIR(st.st_mode):
+                        todo.append(e.path)
+                    if n > most:
+                        break
+        except OSError:
+            continue
+    return n, used
+
+
+def cause(end: dict, watch: Watch, box, oom_before: int) -> str | None:
+    """Why the sandbox ended the kernel: "files", "memory" (its own limit) or
+    "machine-oom" (the machine ran out of memory: not the submission's doing), or None."""
+    if watch.over:
+        return watch.over
+    if end["signal"] != "SIGKILL":
+        return None
+    if box is not None and box.hit_memory_limit():
+        return "memory"
+    if machine_oom_kills() > oom_before:
+        return "machine-oom"
+    return None

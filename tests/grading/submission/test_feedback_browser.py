@@ -1,0 +1,136 @@
+"""A graded student's feedback page runs none of the student's script in a real browser.
+
+Mallory submits alice's correct assignment 1 plus every payload of tests/grading/payloads.py
+(script tags, ``onerror``/``onload``/``ontoggle`` handlers, ``javascript:`` links, an
+``iframe srcdoc``, HTML, markdown, SVG and JavaScript outputs, a PNG whose data breaks out of
+its attribute, an "isolated" HTML output) beside honest content. ``make grade``'s pipeline
+(sandboxed kernel, judge, feedback) grades it. Chromium opens the feedback page served over
+HTTP, clicks every link, and sees no payload run (no title change, nothing in
+``window.pwned``, no request to the listener) while the honest content renders and the
+score is alice's. The control: the same autograded notebook rendered with nbgrader's feedback
+template as it ships (no sanitizing, no policy) runs them in the same browser.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader.grading.submission.sanitize import meta_policy
+from tests.grading import payloads
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+ROOT = Path(__file__).resolve().parents[3]
+EXERCISES = ROOT / "exercises"
+A1 = "a1_independent_ops"
+
+
+@pytest.fixture(scope="module")
+def listener():
+    lst = payloads.Listener()
+    yield lst
+    lst.close()
+
+
+@pytest.fixture(scope="module")
+def graded(listener):
+    from grader.grading.run.pipeline import grade_course
+
+    course = Path(tempfile.mkdtemp(prefix="course-xss-"))
+    try:
+        shutil.copy(EXERCISES / "nbgrader_config.py", course)
+        if (EXERCISES / "hidden").is_dir():       # the hidden checks the test cells call
+            shutil.copytree(EXERCISES / "hidden", course / "hidden")
+        shutil.copytree(EXERCISES / "source" / A1, course / "source" / A1)
+        for student, extra in (("alice", []), ("mallory", payloads.cells(listener.url))):
+            nb = nbformat.read(EXERCISES / "submitted" / "alice" / A1 / f"{A1}.ipynb", as_version=4)
+            nb.cells += extra
+            (course / "submitted" / student / A1).mkdir(parents=True)
+            nbformat.write(nb, course / "submitted" / student / A1 / f"{A1}.ipynb")
+        run = grade_course(course, cell_timeout=60, notebook_timeout=600, memory_gb=2.5,
+                           verbose=False)
+        yield course, run
+    finally:
+        shutil.rmtree(course, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def browser(chromium, tmp_path_factory):
+    d = payloads.driver(chromium, tmp_path_factory.mktemp("chrome-profile"))
+    yield d
+    d.quit()
+
+
+def _stock_feedback(course: Path) -> Path:
+    """Mallory's feedback from nbgrader as it ships (its own defaults, not the course's
+    config), into ``feedback-stock/``."""
+    from nbgrader.apps.api import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config import Config
+
+    cfg = Config()
+    cfg.CourseDirectory.root = str(course)
+    cfg.CourseDirectory.feedback_directory = "feedback-stock"
+    res = NbGraderAPI(coursedir=CourseDirectory(config=cfg), config=cfg).generate_feedback(
+        A1, "mallory")
+    assert res["success"], res
+    return course / "feedback-stock" / "mallory" / A1 / f"{A1}.html"
+
+
+def test_feedback_runs_no_student_script_and_shows_the_honest_work(graded, browser, listener):
+    course, run = graded
+    alice, mallory = run.find("alice", A1), run.find("mallory", A1)
+    assert mallory.status == "graded", mallory.reason
+    assert alice.status == "graded" and alice.score == alice.max_score > 0, alice
+    assert (mallory.score, mallory.max_score) == (alice.score, alice.max_score)
+    page = course / "feedback" / "mallory" / A1 / f"{A1}.html"
+    stock = _stock_feedback(course)
+    # the policy alone, on the unsanitized page: what a payload the sanitizer missed meets
+    policy_only = stock.with_name("policy-only.html")
+    policy_only.write_text(meta_policy(stock.read_text(encoding="utf-8")), encoding="utf-8")
+    site = payloads.StaticSite(course)
+    try:
+        seen = payloads.observe(browser, f"{site.url}/feedback/mallory/{A1}/{A1}.html", listener)
+        control = payloads.observe(browser, f"{site.url}/{stock.relative_to(course)}", listener)
+        fenced = payloads.observe(browser, f"{site.url}/{policy_only.relative_to(course)}",
+                                  listener)
+    finally:
+        site.close()
+    every = payloads.every_name(listener.url)
+    text = page.read_text(encoding="utf-8")
+    left = sorted(n for n in every if f"pwned:{n}" in text.split("</head>", 1)[1]
+                  and not _only_in_code(text, n))
+    print(f"\nmallory {mallory.score:g}/{mallory.max_score:g}, alice {alice.score:g}/{alice.max_score:g}"
+          f"\nfeedback: payloads run {sorted(seen['ran'])}; left in the page as markup (the "
+          f"policy's to refuse) {left}; policy refusals in the console: {len(seen['refused'])}"
+          f"\nstock nbgrader feedback (control): ran {sorted(control['ran'])}"
+          f"\nthe same page with only the policy: ran {sorted(fenced['ran'])}, "
+          f"{len(fenced['refused'])} refusals in the console")
+    assert seen["ran"] == set(), seen
+    missing = [t for t in payloads.HONEST_TEXT if t not in seen["text"]]
+    assert not missing, f"honest content not shown: {missing}"
+    assert seen["images"] >= 2, "the honest PNG and SVG outputs are shown as images"
+    # the control: the payloads are real, and the issue's four ran without the protection
+    assert {"md-script", "md-img-onerror", "out-html-script", "out-html-img",
+            "out-md-img", "md-javascript-link", "md-iframe-srcdoc"} <= control["ran"], control
+    # the second layer holds by itself: every one of them is refused by the policy
+    assert fenced["ran"] == set(), fenced
+    assert len(fenced["refused"]) >= len(control["ran"]) - 1, fenced["refused"]
+
+
+def _only_in_code(text: str, name: str) -> bool:
+    """True when every mention of ``name`` in the page is escaped text (highlighted code)."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(text, "html.parser")
+    for el in soup.find_all(True):
+        for value in el.attrs.values():
+            if f"pwned:{name}" in (" ".join(value) if isinstance(value, list) else str(value)):
+                return False
+        if el.name == "script" and f"pwned:{name}" in (el.string or ""):
+            return False
+    return True
