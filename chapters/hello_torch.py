@@ -23,6 +23,8 @@ rank, world = dist.get_rank(), dist.get_world_size()
 
 x = torch.full((4,), float(rank + 1), device=device)  # rank r contributes r + 1
 dist.all_reduce(x, op=dist.ReduceOp.SUM)  # every rank now holds 1 + 2 + ... + world
-print(f"rank {rank} of {world} on {device} ({backend}): {x.tolist()}", flush=True)
+# one write per line (the newline included): the ranks share one output, and a print's text
+# and its newline, written apart, could let the other rank's line in between
+print(f"rank {rank} of {world} on {device} ({backend}): {x.tolist()}\n", end="", flush=True)
 
 dist.destroy_process_group()

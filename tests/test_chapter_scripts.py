@@ -37,7 +37,7 @@ def test_hello_torch_all_reduces_across_two_ranks_with_torchrun(tmp_path):
                          text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     lines = sorted(l for l in out.stdout.splitlines() if l.startswith("rank "))
-    assert len(lines) == 2
+    assert len(lines) == 2, out.stdout   # one whole line per rank (one write each)
     for rank, line in enumerate(lines):
         assert line.startswith(f"rank {rank} of 2 on ")
         assert line.endswith("[3.0, 3.0, 3.0, 3.0]")

@@ -32,10 +32,11 @@ def setup() -> tuple[int, int, torch.device]:
         torch.cuda.set_device(device)
     else:                                            # no GPU for every process
         device, backend = torch.device("cpu"), "gloo"
-    dist.init_process_group(backend)  # reads MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE
+    # reads MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE; device_id binds a GPU rank to its GPU
+    dist.init_process_group(backend, device_id=device if backend == "nccl" else None)
     master = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
     print(f"rank {rank} of {world}: LOCAL_RANK {local_rank}, rendezvous at {master}, "
-          f"{backend} on {device}", flush=True)
+          f"{backend} on {device}\n", end="", flush=True)   # one write: ranks share stdout
     return rank, world, device
 
 
