@@ -30,3 +30,9 @@ def test_a_framework_that_is_not_installed_is_named_not_installed(monkeypatch):
     text = hardware_summary()
     assert "PaddlePaddle: not installed" in text
     assert "PyTorch " in text
+
+
+def test_with_a_page_it_adds_the_gpu_cells_and_without_the_chapters_it_still_prints():
+    text = hardware_summary("multidevice")
+    assert "PyTorch GPU cells (" in text and "Paddle GPU cells (" in text
+    assert hardware_summary("no_such_chapter") == hardware_summary()
