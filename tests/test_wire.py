@@ -135,3 +135,32 @@ def test_the_courses_value_types_need_no_list():
     tree = enc.encode(s)
     tree["x"]["placements"] = {"l": ["R"], "n": 9}
     assert decode(tree).placements == ("R",)
+
+
+def test_accept_one_serves_one_connection_and_leaves_no_socket_behind(tmp_path):
+    import socket
+    import threading
+
+    from grader import wire
+
+    path = str(tmp_path / "s")
+    got = {}
+    t = threading.Thread(target=lambda: got.setdefault("conn", wire.accept_one(path, 10)))
+    t.start()
+    for _ in range(200):
+        if (tmp_path / "s").exists():
+            break
+        threading.Event().wait(0.01)
+    assert oct((tmp_path / "s").stat().st_mode & 0o777) == "0o666"   # the peer may be another user
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    c.connect(path)
+    t.join(10)
+    conn = got["conn"]
+    assert conn.gettimeout() is None and not (tmp_path / "s").exists()
+    c.sendall(b"x")
+    assert conn.recv(1) == b"x"
+    conn.close()
+    c.close()
+    with pytest.raises(TimeoutError):   # nobody comes: the timeout, and the path is gone
+        wire.accept_one(str(tmp_path / "t"), 0.2)
+    assert not (tmp_path / "t").exists()

@@ -179,20 +179,7 @@ def main(path: str, accept_timeout: float = 120.0, framework: str = "torch") -> 
     """Serve one rank: import ``framework``, wait for the relay on the socket ``path`` (its
     clock starts when it connects), then run the student's function."""
     importlib.import_module(framework)
-    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        srv.bind(path)
-        os.chmod(path, 0o666)   # the relay may be another user
-        srv.listen(1)
-        srv.settimeout(accept_timeout)
-        conn, _ = srv.accept()
-    finally:
-        srv.close()
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
-    conn.settimeout(None)
+    conn = wire.accept_one(path, accept_timeout)   # the relay may be another user
     link = Link(conn)
     start = wire.recv_value(conn)
     rank, world = int(start["rank"]), int(start["world"])

@@ -37,10 +37,11 @@ Inside: :mod:`.limits` (the bounds), :mod:`.values` (value types, tensors), :mod
 from __future__ import annotations
 
 from .codec import Decoder, Encoder
-from .frames import dumps, loads, pack, read_frame, recv_value, send_value, socket_reader
+from .frames import (accept_one, dumps, loads, pack, read_frame, recv_value, send_value,
+                     socket_reader)
 from .limits import LIMITS, Limits, ProtocolError
 from .values import array_of, tensor_framework, value_type
 
-__all__ = ["Limits", "LIMITS", "ProtocolError", "Encoder", "Decoder", "pack", "read_frame",
+__all__ = ["accept_one", "Limits", "LIMITS", "ProtocolError", "Encoder", "Decoder", "pack", "read_frame",
            "dumps", "loads", "socket_reader", "send_value", "recv_value", "value_type",
            "tensor_framework", "array_of"]

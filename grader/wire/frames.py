@@ -9,7 +9,8 @@ from typing import Any, Callable
 from .codec import Decoder, Encoder
 from .limits import LIMITS, Limits, ProtocolError
 
-__all__ = ["pack", "read_frame", "dumps", "loads", "socket_reader", "send_value", "recv_value"]
+__all__ = ["pack", "read_frame", "dumps", "loads", "socket_reader", "send_value", "recv_value",
+           "accept_one"]
 
 _HEAD = struct.Struct("!IQ")
 _LEN = struct.Struct("!Q")
@@ -77,6 +78,30 @@ def loads(data: bytes, limits: Limits = LIMITS) -> Any:
     except struct.error as e:
         raise ProtocolError(f"not a value file: {e}") from None
     return Decoder("x", buffers, no_handles, limits=limits).decode(tree)
+
+
+def accept_one(path: str, timeout: float):
+    """Listen on the Unix socket ``path`` (open to every user: the peer may run as another
+    one) for one connection, within ``timeout`` seconds; the listening socket and its path
+    are gone before this returns. The connection blocks (no timeout)."""
+    import os
+    import socket
+
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        srv.bind(path)
+        os.chmod(path, 0o666)
+        srv.listen(1)
+        srv.settimeout(timeout)
+        conn, _ = srv.accept()
+    finally:
+        srv.close()
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    conn.settimeout(None)
+    return conn
 
 
 def socket_reader(sock) -> Callable[[int], bytes]:

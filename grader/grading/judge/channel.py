@@ -59,7 +59,8 @@ import warnings
 from typing import Any
 
 from ...lab.threads import framework_ready, ready_thread_target
-from ...wire import Decoder, Encoder, ProtocolError, pack, read_frame, socket_reader
+from ...wire import (Decoder, Encoder, ProtocolError, accept_one, pack, read_frame,
+                     socket_reader)
 from .inplace import copy_back, fingerprint, mutable_array, storages
 from .proxies import (OPERATORS, ChannelClosed, JudgeObject, KernelObject, Opaque,
                       RemoteError, RemoteTimeout, denied, remote_exception)
@@ -396,20 +397,7 @@ def serve(name: str, accept_timeout: float = 60.0) -> None:
         import __main__
 
         ns = __main__.__dict__
-    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        srv.bind(name)
-        os.chmod(name, 0o666)   # the judge may be another user
-        srv.listen(1)
-        srv.settimeout(accept_timeout)
-        conn, _ = srv.accept()
-    finally:
-        srv.close()
-        try:
-            os.unlink(name)
-        except OSError:
-            pass
-    conn.settimeout(None)
+    conn = accept_one(name, accept_timeout)   # the judge may be another user
     channel = Channel(conn, "k", namespace=ns)
     try:
         channel.serve_main()
