@@ -21,8 +21,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from grader.lab import get_backend, get_devices, measure  # noqa: E402
-from grader.lab.threads import framework_ready  # noqa: E402
-from grader.lab.workloads import matmul_last  # noqa: E402
+from grader.lab.core.threads import framework_ready  # noqa: E402
+from grader.lab.core.workloads import matmul_last  # noqa: E402
 
 
 def python_work(n: int) -> int:
@@ -52,7 +52,7 @@ def bench_framework(fw: str, size: int, count: int, repeats: int) -> dict[str, f
     be = get_backend(fw)
     be.set_num_threads(1)
     x = be.from_numpy(data)
-    # Paddle's eager mode is per thread: each pool thread turns it on (grader.lab.threads)
+    # Paddle's eager mode is per thread: each pool thread turns it on (grader.lab.core.threads)
     with ThreadPoolExecutor(2, initializer=framework_ready) as pool:
         ts = measure(lambda: [matmul_last(x, count), matmul_last(x, count)],
                      f"{fw} serial, one thread", repeats=repeats)

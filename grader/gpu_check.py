@@ -1,7 +1,7 @@
 """Record what the chapters' GPU cells do on a GPU: ``python -m grader.gpu_check``
 (``make gpu-check``).
 
-Every chapter with a ``:gpu-cell:`` (:mod:`grader.lab.gpucells`) runs top to bottom in a
+Every chapter with a ``:gpu-cell:`` (:mod:`grader.lab.core.gpucells`) runs top to bottom in a
 plain Python namespace, once per framework that sees a GPU here, and what its GPU cells
 printed and drew is written to ``bench/results/gpu/cells/<page>.json`` with the machine's
 provenance (GPU, count, driver, CUDA and library versions, date, commit). The chapters
@@ -48,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cells-only", action="store_true",
                     help="accepted for older scripts: GPU cells are all there is to run")
     args = ap.parse_args(argv)
-    from grader.lab import get_backend, gpucells
+    from grader.lab import get_backend
+    from grader.lab.core import gpucells
 
     frameworks = usable_frameworks([f for f in args.frameworks.split(",") if f])
     if not any(get_backend(fw).gpu_count() for fw in frameworks) and not args.allow_cpu:

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _gpus() -> int:
     try:
-        from grader.lab.backends import get_backend
+        from grader.lab.core.backends import get_backend
 
         return get_backend("torch").gpu_count()
     except Exception:

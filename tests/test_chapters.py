@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.lab.gpucells import parse_page
+from grader.lab.core.gpucells import parse_page
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = ROOT / "chapters"

@@ -7,7 +7,8 @@ import re
 import pytest
 
 from grader import gpu_check
-from grader.lab import get_backend, gpucells
+from grader.lab import get_backend
+from grader.lab.core import gpucells
 
 
 def _gpus():

@@ -82,3 +82,89 @@ def test_an_unpaired_section_is_found():
     page = ("# T\n## A\n```{code-cell}\n:tags: [torch]\n```\n```{code-cell}\n:tags: [paddle]\n```\n"
             "## B\n```{code-cell}\n:tags: [torch, remove-input]\n```\n")
     assert [u.split(":")[0] for u in _unpaired_sections(page)] == ["'## B'"]
+
+# --- The package's shape (issue 23): one place per chapter, the exercises' machinery
+# beside the checks, and the imports that the trust boundary rules out. -------------------
+
+def _imports_of(path: Path) -> set[str]:
+    """Every module a file of ``grader`` imports (module level or inside functions), with
+    relative imports resolved to dotted names."""
+    import ast
+
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    package = parts[:-1] if parts[-1] != "__init__" else parts[:-1]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            out.add(mod)
+            out |= {f"{mod}.{a.name}" for a in node.names}  # `from pkg import module`
+    return out
+
+
+def _module_files() -> dict[str, Path]:
+    files = {}
+    for f in (ROOT / "grader").rglob("*.py"):
+        dotted = ".".join(f.relative_to(ROOT).with_suffix("").parts)
+        files[dotted.removesuffix(".__init__")] = f
+    return files
+
+
+def _closure(start: str, files: dict[str, Path]) -> set[str]:
+    """The modules of ``grader`` that ``start`` reaches through its imports (and the
+    packages above each, whose ``__init__`` runs first)."""
+    seen, todo = set(), [m for m in files if m == start or m.startswith(start + ".")]
+    while todo:
+        m = todo.pop()
+        if m in seen or m not in files:
+            continue
+        seen.add(m)
+        parts = m.split(".")
+        todo += [".".join(parts[:i]) for i in range(1, len(parts))]
+        todo += [i for i in _imports_of(files[m]) if i in files]
+    return seen
+
+
+def test_each_chapter_with_helpers_has_a_package_named_after_its_page():
+    lab = ROOT / "grader" / "lab"
+    pages = {p.stem for p in (ROOT / "chapters").glob("*.md")}
+    for pkg in sorted(p for p in lab.iterdir() if (p / "__init__.py").exists()):
+        doc = (pkg / "__init__.py").read_text()
+        if pkg.name in ("core", "planner"):
+            continue
+        assert pkg.name in pages, f"grader/lab/{pkg.name}/ is named after no chapter"
+        assert f"chapters/{pkg.name}.md" in doc, f"grader/lab/{pkg.name}/__init__.py must name its page"
+    # no chapter's helpers stand loose beside the shared machinery, told apart by a prefix
+    loose = [p.name for p in lab.glob("*.py")
+             if re.match(r"(dp|plan|shard)_", p.name) or p.stem in ("relay", "rank_stub")]
+    assert not loose, loose
+    assert not (lab / "sim").exists(), "the simulated GPUs serve the exercises: grader/sim"
+
+
+def test_nothing_in_lab_imports_grading_or_the_exercises_machinery():
+    files = _module_files()
+    reached = _closure("grader.lab", files)
+    bad = sorted(m for m in reached if m.startswith(("grader.grading", "grader.checks",
+                                                     "grader.sim", "grader.ranks")))
+    assert not bad, bad
+
+
+def test_what_runs_a_students_code_never_imports_a_reference_answer():
+    """The simulated GPUs and a7's ranks are handed to (or run) a student's code, and the
+    public checks run in the student's kernel: none of them reaches the loader of the hidden
+    checks, the judge, or the hidden modules themselves."""
+    files = _module_files()
+    for start in ("grader.sim", "grader.ranks", "grader.checks", "grader.grading.sandbox"):
+        reached = _closure(start, files)
+        imported = set().union(*(_imports_of(files[m]) for m in reached))
+        assert "grader.grading.hidden" not in reached, (start, "grader.grading.hidden")
+        assert not [i for i in imported if i.startswith(("exercises", "hidden"))], start
+        if start != "grader.checks":  # a7's public check names the judge's proxies lazily
+            assert not [m for m in reached if m.startswith("grader.grading.judge")], start

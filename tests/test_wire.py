@@ -124,7 +124,7 @@ def test_a_value_type_registers_itself_and_rebuilds_from_fields_only():
 
 def test_the_courses_value_types_need_no_list():
     from grader.lab.planner import Strategy
-    from grader.lab.timeline import Interval, Timeline
+    from grader.lab.core.timeline import Interval, Timeline
 
     s = wire.loads(wire.dumps(Strategy(2, 1, ("R", "col"))))
     assert s == Strategy(2, 1, ("R", "col"))

@@ -1,6 +1,6 @@
 """Assignment 1's grading checks (instructor only: not importable from a student's kernel).
 
-The answers run on simulated GPUs (:mod:`grader.lab.sim`) whose operations take times fixed
+The answers run on simulated GPUs (:mod:`grader.sim`) whose operations take times fixed
 here, so a missing synchronize, a missing warm-up or a clock of the student's own shows as a
 wrong number on every machine, every time. The durations are nowhere on the objects the
 answers get: they measure them, as on a GPU.
@@ -13,7 +13,7 @@ from grader.checks.result import CheckResult
 from grader.checks.simulated import (NAMES, framework_problem, fresh, is_number, ms,
                                      student_failed)
 from grader.checks.support import StudentError, call, close, result
-from grader.lab.sim import fixed_kernel, place
+from grader.sim import fixed_kernel, place
 
 KERNEL_S = 0.012     # the operation time_work is asked to time
 WARMUP_S = 0.045     # a kernel's first launch pays this on top

@@ -13,7 +13,7 @@ import numpy as np
 from grader.checks.result import CheckResult
 from grader.checks.simulated import NAMES, framework_problem, fresh, is_number, student_failed
 from grader.checks.support import StudentError, call, close, result
-from grader.lab.sim import fixed_kernel, place
+from grader.sim import fixed_kernel, place
 
 SMALL, LARGE = 32, 64          # sizes of x
 SMALL_S = 0.005                # a small product; a large one takes 2 * SMALL_S

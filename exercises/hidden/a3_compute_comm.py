@@ -14,7 +14,7 @@ import numpy as np
 from grader.checks.result import CheckResult
 from grader.checks.simulated import NAMES, framework_problem, fresh, is_number, student_failed
 from grader.checks.support import StudentError, call, close, result
-from grader.lab.sim import fixed_kernel, host_value, place
+from grader.sim import fixed_kernel, host_value, place
 
 KERNEL_S, COPY_S, N = 0.011, 0.007, 6
 SHAPE = (32, 32)

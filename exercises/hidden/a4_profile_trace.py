@@ -14,7 +14,7 @@ from grader.checks.a4_profile_trace import chrome_trace, intervals_problem
 from grader.checks.result import CheckResult
 from grader.checks.simulated import NAMES, framework_problem, fresh, is_number, student_failed
 from grader.checks.support import StudentError, call, result
-from grader.lab.sim import fixed_kernel, place
+from grader.sim import fixed_kernel, place
 
 N, KERNEL_S, COPY_S = 5, 0.009, 0.006
 TOL_S = 0.0002          # events are a launch apart from what they mark

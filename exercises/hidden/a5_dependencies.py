@@ -1,6 +1,6 @@
 """Assignment 5's grading checks (instructor only: not importable from a student's kernel).
 
-``run_dag`` runs on two simulated GPUs (:mod:`grader.lab.sim`) whose products, additions and
+``run_dag`` runs on two simulated GPUs (:mod:`grader.sim`) whose products, additions and
 copies take known times, so the schedule it builds is judged the same way on every machine:
 by properties (the right result, products on both devices, no tensor used on a device it
 does not live on, a makespan shorter than the same work on one device), never by wall-clock
@@ -19,7 +19,7 @@ from grader.checks.a5_dependencies import SIZE, device_names, make_inputs
 from grader.checks.result import CheckResult
 from grader.checks.simulated import NAMES, framework_problem, fresh
 from grader.checks.support import StudentError, call
-from grader.lab.sim import Machine, host_value
+from grader.sim import Machine, host_value
 
 PRODUCTS = 5           # U, V, X, Y, Z
 RESULT_RTOL = 1e-4     # float32 products of standard-normal matrices, relative (Frobenius)

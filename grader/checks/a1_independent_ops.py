@@ -3,14 +3,14 @@
 Students write, in PyTorch or Paddle, ``time_work(torch, clock, fn, *args, warmup=1,
 repeats=3)`` (median seconds of ``fn(*args)`` on the GPU) and
 ``independent_ops_experiment(torch, clock, x, n=8)``. These quick checks run them once on a
-simulated GPU (:mod:`grader.lab.sim`) and say whether they run and return the right kind
+simulated GPU (:mod:`grader.sim`) and say whether they run and return the right kind
 of value; the grading checks are not in the course package.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..lab.sim import fixed_kernel, place
+from ..sim import fixed_kernel, place
 from .result import CheckResult
 from .simulated import framework_problem, fresh, is_number, ms, student_failed
 from .support import StudentError, call

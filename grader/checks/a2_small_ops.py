@@ -3,13 +3,13 @@
 Students write, in PyTorch or Paddle, ``time_on_streams(torch, clock, x, n_ops, n_streams)``
 (products ``x @ x`` spread over streams) and ``stream_speedups(torch, clock, small, large,
 n_ops, n_streams)``. These quick checks run them once on a simulated GPU
-(:mod:`grader.lab.sim`) and say whether they run and return the right kind of value.
+(:mod:`grader.sim`) and say whether they run and return the right kind of value.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..lab.sim import place
+from ..sim import place
 from .result import CheckResult
 from .simulated import framework_problem, fresh, is_number, ms, student_failed
 from .support import StudentError, call

@@ -3,14 +3,14 @@
 Students write, in PyTorch or Paddle, ``sequential(torch, clock, op, xs)`` and
 ``overlapped(torch, clock, op, xs)``: each computes ``op(x)`` for every ``x`` on the GPU,
 brings every result to the host and returns ``(results, seconds)``. These quick checks run
-them once on a simulated GPU (:mod:`grader.lab.sim`) and say whether they run and return
+them once on a simulated GPU (:mod:`grader.sim`) and say whether they run and return
 one host result per input.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..lab.sim import fixed_kernel, host_value, place
+from ..sim import fixed_kernel, host_value, place
 from .result import CheckResult
 from .simulated import framework_problem, fresh, ms, student_failed
 from .support import StudentError, call

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..lab.sim import fixed_kernel, place
+from ..sim import fixed_kernel, place
 from .result import CheckResult
 from .simulated import framework_problem, fresh, is_number, student_failed
 from .support import StudentError, call

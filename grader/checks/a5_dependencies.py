@@ -9,7 +9,7 @@ The computation (every matrix 128 x 128, float32)::
 
 Students write ``run_dag(torch, inputs, devices)`` in PyTorch or Paddle: ``inputs`` holds the
 NumPy arrays A, B, C, D, ``devices`` the names of the two devices to use. Graded, it runs on
-two simulated GPUs (:mod:`grader.lab.sim`), where using a tensor on the wrong device is
+two simulated GPUs (:mod:`grader.sim`), where using a tensor on the wrong device is
 recorded (and computed anyway, so that the rest can be graded) instead of raising as on a
 GPU. This public part has the inputs, the devices' names and a quick check.
 """
@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..lab.sim import host_value
+from ..sim import host_value
 from .result import CheckResult
 from .simulated import framework_problem, fresh, student_failed
 from .support import StudentError, call

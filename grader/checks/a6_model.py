@@ -22,7 +22,7 @@ def framework_of(tensor: Any) -> str:
 
 
 def from_numpy(array: np.ndarray, framework: str) -> Any:
-    from grader.lab.backends import get_backend
+    from grader.lab.core.backends import get_backend
 
     return get_backend(framework).from_numpy(np.ascontiguousarray(array, dtype=np.float32), "cpu")
 
@@ -30,7 +30,7 @@ def from_numpy(array: np.ndarray, framework: str) -> Any:
 def to_numpy(tensor: Any) -> np.ndarray:
     if isinstance(tensor, np.ndarray):
         return tensor
-    from grader.lab.backends import get_backend
+    from grader.lab.core.backends import get_backend
 
     return get_backend(framework_of(tensor)).to_numpy(tensor)
 
@@ -61,7 +61,7 @@ def local_step(params: dict[str, Any], x: Any, y: Any) -> tuple[Any, float, dict
         return pred.detach(), float(loss.detach()), dict(zip(leaves, grads))
     import paddle
 
-    from grader.lab.threads import framework_ready
+    from grader.lab.core.threads import framework_ready
 
     framework_ready()   # replicas run in parallel_apply's threads: Paddle's mode is per thread
     # Paddle's eager autograd is not thread-safe: two threads in paddle.grad at once abort

@@ -3,7 +3,7 @@
 The student writes ``ring_all_reduce(x, rank, world_size)`` with ``dist.send`` /
 ``dist.recv`` (or ``isend`` / ``irecv``) of ``torch.distributed`` or ``paddle.distributed``,
 and returns the sum over ranks of ``x`` (or leaves it in ``x``). The checks run it on 2 or 3
-ranks with :func:`grader.lab.relay.run_ranks` and compare values and messages, never times.
+ranks with :func:`grader.ranks.relay.run_ranks` and compare values and messages, never times.
 Each rank's code runs alone (in a sandbox of its own when graded) with a stand-in ``dist``
 whose every call a trusted relay performs on gloo and counts, so the counts below are the
 relays', not the student's process's; its input comes from a new random draw each run, so
@@ -41,8 +41,8 @@ from typing import Callable
 
 import numpy as np
 
-from ..lab.launch import RankFailed, RankTimeout
-from ..lab.relay import run_ranks
+from ..lab.core.launch import RankFailed, RankTimeout
+from ..ranks.relay import run_ranks
 from .result import CheckResult
 
 __all__ = ["run_ring", "public_ring_all_reduce", "PREAMBLE", "TIMEOUT_S", "WORLD"]

@@ -1,5 +1,5 @@
 """What the checks of assignments 1-5 share: answers are framework code, run on a simulated
-GPU (:mod:`grader.lab.sim`) of the framework the notebook names.
+GPU (:mod:`grader.sim`) of the framework the notebook names.
 
 An answer takes the framework module as its first argument (``def f(torch, ...)``); the
 notebook says which framework in ``FRAMEWORK`` (``"torch"`` or ``"paddle"``). The checks
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..lab.sim import Costs, FRAMEWORKS, Machine, simulate
+from ..sim import Costs, FRAMEWORKS, Machine, simulate
 from .result import CheckResult
 from .support import StudentError
 

@@ -6,12 +6,12 @@ import inspect
 import logging
 import platform
 
-from .backends import FRAMEWORKS, get_backend
-from .bench import Benchmark, Stats, measure
-from .devices import (Device, DevicePlan, close_workers, cpu_cores, get_devices, load_line,
+from .core.backends import FRAMEWORKS, get_backend
+from .core.bench import Benchmark, Stats, measure
+from .core.devices import (Device, DevicePlan, close_workers, cpu_cores, get_devices, load_line,
                       plan_devices, standin_devices)
-from .launch import RankFailed, RankTimeout, launch
-from .timeline import Interval, Timeline
+from .core.launch import RankFailed, RankTimeout, launch
+from .core.timeline import Interval, Timeline
 
 # Paddle puts an INFO handler on the root logger; matplotlib's font-cache notices would
 # then land in chapter outputs. They say nothing about the experiments.
@@ -52,7 +52,7 @@ def hardware_summary(page: str | None = None) -> str:
         gpus = f"{n} GPU(s), {be.gpu_name(0)}" if n else "no GPU"
         lines.append(f"  {be.LABEL} {be.version()}: {gpus}")
     if page:
-        from .gpucells import GpuCellError, records_summary
+        from .core.gpucells import GpuCellError, records_summary
 
         try:
             lines += records_summary(page)

@@ -28,7 +28,7 @@ from typing import Any, Hashable, Iterable, Mapping, Sequence
 
 import networkx as nx
 
-from .timeline import Timeline
+from .core.timeline import Timeline
 
 __all__ = ["LauncherFailed", "run_launcher", "read_ranks", "CommTimelines", "comm_timelines",
            "overlap_verdict", "training_step_graph", "step_facts"]

@@ -4,8 +4,8 @@ One message is a JSON tree plus raw byte buffers, framed as ``!IQ`` (buffer coun
 length), the header, then each buffer as ``!Q`` length + bytes (:func:`pack`,
 :func:`read_frame`). The grading judge and a student's kernel speak it over a socket
 (:mod:`grader.grading.judge.channel`); a rank process that runs student code returns its result in
-it (:func:`dumps` / :func:`loads`, :func:`grader.lab.launch.launch`), and an a7 rank talks to
-its relay in it (:mod:`grader.lab.relay`). Decoding builds only:
+it (:func:`dumps` / :func:`loads`, :func:`grader.lab.core.launch.launch`), and an a7 rank talks to
+its relay in it (:mod:`grader.ranks.relay`). Decoding builds only:
 
 - ``None``, ``bool``, ``int``, ``float``, ``complex``, ``str``, ``bytes``;
 - ``list``, ``tuple``, ``dict``, ``set``, ``frozenset`` (recursively; aliasing and cycles

@@ -54,10 +54,10 @@ def registered(cls: type) -> bool:
 
 
 def paddle_module():
-    """Paddle, imported the course's way (``grader.lab.backends.paddle_backend``): without its
+    """Paddle, imported the course's way (``grader.lab.core.backends.paddle_backend``): without its
     import-time warning and log lines, which would land in a test cell's stderr (where
     nbgrader scores the cell 0) when the kernel first meets a Paddle tensor there."""
-    from grader.lab.backends import get_backend
+    from grader.lab.core.backends import get_backend
 
     return get_backend("paddle").paddle
 

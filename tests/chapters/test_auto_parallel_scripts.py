@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from grader.lab import paddle_log, plan_measure
+from grader.lab.core import paddle_log
+
+from grader.lab.auto_parallel import measure as plan_measure
 from grader.lab import planner as P
 
 pytestmark = pytest.mark.slow

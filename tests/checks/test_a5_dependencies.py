@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from grader.checks import a5_dependencies as public
-from grader.lab.sim import place, simulate
+from grader.sim import place, simulate
 
 from . import a5_solutions as solutions
 from .assignment_suite import assignment_tests

@@ -133,8 +133,8 @@ def _importable_callables():
     names = [i.name for pkg in (grader.checks, grader.lab.planner)
              for i in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".")
              if not i.name.startswith("grader.checks.a") or ".a9_" in i.name]
-    names += ["grader.checks", "grader.lab.planner", "grader.lab.shard_measure", "grader.lab.shard_tables",
-              "grader.lab.shard_figures", "grader.lab.plan_explorer"]
+    names += ["grader.checks", "grader.lab.planner", "grader.lab.sharding.measure", "grader.lab.sharding.tables",
+              "grader.lab.sharding.figures", "grader.lab.sharding.explorer"]
     for name in names:
         module = importlib.import_module(name)
         for n, obj in vars(module).items():

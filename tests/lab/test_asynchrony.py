@@ -10,7 +10,7 @@ import pytest
 
 from grader.lab import Timeline
 from grader.lab.asynchrony import clock_verdict, ran_in_order, threads_verdict, top_level
-from grader.lab.gpucells import parse_page
+from grader.lab.core.gpucells import parse_page
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "chapters" / "async.md"

@@ -5,7 +5,7 @@ import networkx as nx
 import pytest
 
 from grader.lab import communication as comm
-from grader.lab.gpucells import parse_page
+from grader.lab.core.gpucells import parse_page
 
 CHAPTER = Path(__file__).resolve().parents[2] / "chapters" / "communication.md"
 
@@ -71,7 +71,7 @@ def _run_graph_cell(framework):
                 if c.framework == framework and "next_functions" in c.source)
     ns = {"plt": plt, "__name__": "__main__"}
     if framework == "paddle":
-        from grader.lab.backends import get_backend
+        from grader.lab.core.backends import get_backend
         get_backend("paddle")
         import paddle
         ns["paddle"] = paddle

@@ -18,7 +18,7 @@ def test_a_framework_that_is_not_installed_is_named_not_installed(monkeypatch):
     # A GPU machine may carry PyTorch only: the hardware line still prints, and says so.
     import sys
 
-    monkeypatch.delitem(sys.modules, "grader.lab.backends.paddle_backend", raising=False)
+    monkeypatch.delitem(sys.modules, "grader.lab.core.backends.paddle_backend", raising=False)
     real_import = builtins.__import__
 
     def no_paddle(name, *args, **kwargs):

@@ -25,7 +25,7 @@ values it cannot carry travel as handles, and the other side gets a proxy
   nothing reaches ``__globals__``, ``__class__`` or ``__dict__``), ``len``, items, iteration,
   ``repr`` and ``__array__``; operators (``+``, ``@``...), ``float``/``int`` and ``with``
   only on objects whose class opts in with ``__judge_ops__`` (the simulated frameworks'
-  tensors and stream contexts, :mod:`grader.lab.sim`). Modules, classes and a denylist of
+  tensors and stream contexts, :mod:`grader.sim`). Modules, classes and a denylist of
   built-ins are never exported.
 
 Calls nest and run concurrently: a request carries the id of the request its sender was
@@ -58,7 +58,7 @@ import types
 import warnings
 from typing import Any
 
-from ...lab.threads import framework_ready, ready_thread_target
+from ...lab.core.threads import framework_ready, ready_thread_target
 from ...wire import (Decoder, Encoder, ProtocolError, accept_one, pack, read_frame,
                      socket_reader)
 from .inplace import copy_back, fingerprint, mutable_array, storages

@@ -21,7 +21,7 @@ crash handling it keeps) runs the notebook cell by cell in the kernel as before,
   *and* in the judge's namespace, so ``checks``, ``grade`` and ``public`` are the judge's own.
 - **ranks**: a check that runs the student's code on several ranks (assignment 7) runs
   each rank in a sandbox of its own, like the kernel's but alone, when the kernel is
-  sandboxed (:mod:`grader.grading.sandbox.rank`, :mod:`grader.lab.relay`).
+  sandboxed (:mod:`grader.grading.sandbox.rank`, :mod:`grader.ranks.relay`).
 - a name the judge's namespace does not define (the student's functions, ``FRAMEWORK``) is
   looked up in the kernel when the test cell uses it, and arrives as data or as a proxy that
   calls into the kernel (:mod:`grader.grading.judge.channel`): only data crosses back.
@@ -36,7 +36,7 @@ writes); a test cell's streams keep at most ``MAX_STREAM_CHARS`` characters from
 
 Threads: the judge process runs each cell in its main thread, and answers the kernel's calls
 in more; each first turns on Paddle's dynamic-graph mode, which Paddle keeps per thread
-(:func:`grader.lab.threads.framework_ready`).
+(:func:`grader.lab.core.threads.framework_ready`).
 
 Limits: the cell's time limit (``Execute.timeout``) bounds every wait for the kernel; past it
 the kernel is interrupted and the cell gets nbgrader's ``CellTimeoutError`` output. A judge

@@ -9,7 +9,7 @@ network namespace and no process namespace, with each other or with the student'
 
 :class:`grader.grading.judge.executor.JudgedExecute` puts ``[python, -m, grader.grading.sandbox.rank,
 SETTINGS]`` in ``$COURSE_RANK_ISOLATION`` when the notebook's kernel is sandboxed, and
-:class:`grader.lab.relay.StudentRanks` starts each student rank behind it (assignment 7's
+:class:`grader.ranks.relay.StudentRanks` starts each student rank behind it (assignment 7's
 ranks: the relays, trusted, stay outside). The process ``exec`` s ``bwrap``, so bubblewrap's
 ``--die-with-parent`` ties the rank to the process that started it.
 """
@@ -25,12 +25,12 @@ from .kernel import _refuse_workdir, bwrap_command
 
 __all__ = ["ENV", "command", "isolation", "main"]
 
-ENV = "COURSE_RANK_ISOLATION"     # read by grader.lab.relay
+ENV = "COURSE_RANK_ISOLATION"     # read by grader.ranks.relay
 PREFIX = "course-rank-"
 
 
 def isolation(settings_file: str) -> dict[str, str]:
-    """The environment that makes :mod:`grader.lab.relay` start student ranks this way."""
+    """The environment that makes :mod:`grader.ranks.relay` start student ranks this way."""
     return {ENV: json.dumps([sys.executable, "-m", __name__, settings_file])}
 
 

@@ -194,7 +194,7 @@ def test_a_step_that_leaves_parameters_unused_needs_find_unused_parameters(comm)
 
 
 def test_the_page_shows_in_full_every_script_it_launches():
-    from grader.lab.gpucells import parse_page
+    from grader.lab.core.gpucells import parse_page
 
     page = SCRIPTS.parent / "data_parallel.md"
     code = "\n".join(cell.source for cell in parse_page(page))

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from grader.lab import shard_measure
+from grader.lab.sharding import measure as shard_measure
 
 from ._run import BIN, SCRIPTS, run
 

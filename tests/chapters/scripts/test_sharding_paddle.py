@@ -8,7 +8,9 @@ from collections import Counter
 
 import pytest
 
-from grader.lab import paddle_log, shard_measure
+from grader.lab.core import paddle_log
+
+from grader.lab.sharding import measure as shard_measure
 
 from ._run import SCRIPTS, run
 

@@ -1,6 +1,6 @@
 """A ring all-reduce that is not one: the real collective through a name the check did not
 patch, and the rank's send log rewritten through the caller's frame. It forged 6 of 6 while
-the ranks counted their own messages; the relays now count them (grader/lab/relay.py)."""
+the ranks counted their own messages; the relays now count them (grader/ranks/relay.py)."""
 
 
 def ring_all_reduce(x, rank, world_size):

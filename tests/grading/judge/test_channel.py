@@ -159,7 +159,7 @@ def test_the_codec_keeps_plain_values_arrays_and_aliasing():
 
 
 def test_the_codec_sends_objects_it_does_not_know_as_handles_and_rebuilds_value_types():
-    from grader.lab.timeline import Timeline
+    from grader.lab.core.timeline import Timeline
 
     tl = Timeline("t")
     tl.add("compute", 0.0, 1.0)
@@ -242,7 +242,7 @@ def test_arrays_changed_in_place_are_copied_back_and_returned_arguments_keep_ide
 
 
 def test_the_kernel_calls_back_into_judge_objects_nested_and_from_threads(pair):
-    from grader.lab.sim import Costs, fixed_kernel, place, simulate
+    from grader.sim import Costs, fixed_kernel, place, simulate
 
     judge, _ = pair
     torch, machine = simulate("torch", costs=Costs(warmup_s=0))
@@ -317,7 +317,7 @@ def test_operators_and_with_on_judge_objects_that_opt_in_and_only_those(pair):
     """A simulated framework's tensors take operators and its stream contexts take `with`
     from the kernel (both run in the judge); a plain judge object refuses them as a plain
     object would (TypeError)."""
-    from grader.lab.sim import place, simulate
+    from grader.sim import place, simulate
 
     judge, _ = pair
     torch, machine = simulate("torch")
@@ -394,7 +394,7 @@ def test_serve_creates_the_socket_in_the_folder_and_the_judge_connects(tmp_path,
 
 @pytest.mark.parametrize("framework", ["torch", pytest.param("paddle", marks=pytest.mark.slow)])
 def test_tensors_cross_as_tensors_keep_identity_and_in_place_changes(framework):
-    from grader.lab.backends import get_backend
+    from grader.lab.core.backends import get_backend
 
     a, b = socket.socketpair()
     ns: dict = {}

@@ -1,7 +1,7 @@
 """Paddle answers graded through the judge, as `make grade` and the formgrader grade them.
 
 The judge runs each test cell in a thread of its own, and answers the kernel's calls in more
-threads; Paddle's dynamic-graph mode is per thread (grader/lab/threads.py), so before the
+threads; Paddle's dynamic-graph mode is per thread (grader/lab/core/threads.py), so before the
 judge turned it on in each of them, every correct Paddle answer to assignment 6 scored
 5/14. Every assignment that accepts Paddle answers (its answer cell sets ``FRAMEWORK``) is
 graded here with Paddle answers: correct ones in two styles score full marks, each typical

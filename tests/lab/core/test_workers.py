@@ -1,0 +1,63 @@
+import numpy as np
+import pytest
+
+from grader.lab.core.workers import Ref, Worker, WorkerError
+
+
+@pytest.fixture(scope="module")
+def workers():
+    ws = [Worker(0, 1), Worker(1, 1)]
+    yield ws
+    for w in ws:
+        w.close()
+
+
+def test_put_and_get_round_trip(workers):
+    ref = workers[0].put(np.arange(4))
+    assert isinstance(ref, Ref) and workers[0].get(ref).tolist() == [0, 1, 2, 3]
+
+
+def test_an_error_names_the_task_and_the_exception_first(workers):
+    fut = workers[0].submit(int, "not a number", label="parse")
+    with pytest.raises(WorkerError) as err:
+        fut.result(timeout=30)
+    first = str(err.value).splitlines()[0]
+    assert first.startswith(f"task {fut.task_id} (parse) on worker 0 raised ValueError:")
+    assert "not a number" in first
+    assert err.value.type_name == "ValueError" and "Traceback" in err.value.remote_traceback
+    assert workers[0].submit(abs, -2).result(timeout=30) == 2   # the worker lives on
+
+
+def test_synchronize_raises_the_first_failure_with_its_reason(workers):
+    workers[1].submit(int, "x", label="bad")
+    with pytest.raises(WorkerError, match=r"\(bad\) on worker 1 raised ValueError"):
+        workers[1].synchronize(timeout=30)
+
+
+def test_a_kept_future_can_be_passed_to_a_later_task(workers):
+    w = workers[0]
+    a = w.submit(np.arange, 5, keep=True)
+    total = w.submit(np.sum, a)                   # a is still queued: passed as a Ref
+    assert total.result(timeout=30) == 10
+
+
+def test_a_future_from_another_worker_is_refused_with_what_to_do(workers):
+    a = workers[0].submit(np.arange, 3, keep=True)
+    with pytest.raises(ValueError, match="copy it over first"):
+        workers[1].submit(np.sum, a)
+
+
+def test_a_function_defined_in_main_runs_on_a_worker(workers):
+    ns = {"__name__": "__main__"}
+    exec("import numpy as np\nOFFSET = 1\n"
+         "def run(x, k):\n    return np.asarray(x) * k + OFFSET\n", ns)
+    assert workers[1].submit(ns["run"], [1, 2], 3).result(timeout=30).tolist() == [4, 7]
+
+
+def test_a_task_reading_a_failed_tasks_value_says_so(workers):
+    w = workers[0]
+    bad = w.submit(int, "x", keep=True)
+    with pytest.raises(WorkerError, match="that task failed"):
+        w.submit(abs, bad).result(timeout=30)
+    with pytest.raises(WorkerError):
+        bad.result(timeout=30)
