@@ -218,7 +218,7 @@ def link_sweep(device: torch.device) -> list[dict]:
     from mesh2d_torch import timed
     return [{"op": op, "ranks": dist.get_world_size(), "bytes": n,
              "s": timed(op, n, None, device.type, repeats=3)}
-            for op in ("all_reduce", "all_gather") for n in (2**14, 2**17, 2**20)]
+            for op in ("all_reduce", "all_gather") for n in (2**14, 2**18, 2**22)]
 
 
 def main() -> None:

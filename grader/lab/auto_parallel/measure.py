@@ -172,3 +172,35 @@ def summary(rows: list[Row]) -> Summary:
         fastest_predicted=predicted.strategy.plan,
         place_of_predicted=measured.index(predicted) + 1,
         not_as_planned=[r.strategy.plan for r in rows if r.as_planned is False])
+
+
+def fit_sentence(framework: str, fit: P.LinkFit) -> str:
+    """What the page says of the link fitted to ``framework``'s sweep, from the fit alone:
+    how far the line misses the timed collectives, or, where the sweep did not grow with
+    the size, that no bandwidth explains it (and so what the predictions below rest on)."""
+    if not fit.ok:
+        return (f"No bandwidth explains {framework}'s collectives in this build: "
+                f"{fit.problem}. The predictions below price communication by that "
+                "latency alone, so they say little about how plans that move many bytes "
+                "compare.")
+    err = fit.median_abs_error
+    how = "well" if err < 0.15 else "roughly" if err < 0.4 else "poorly"
+    return (f"One latency and one bandwidth explain {framework}'s collectives {how}: the "
+            f"fitted lines miss the measured points by a median of {100 * err:.0f} %.")
+
+
+def order_sentence(rho: float) -> str:
+    """How the planner's order of the plans compares with the measured order, from
+    Spearman's rank correlation ``rho`` (NaN when the measured steps left no order)."""
+    if rho != rho:
+        return ("cannot be compared with the measured order: the measured steps all took "
+                "the same time, so they have none")
+    if rho >= 0.8:
+        words = "is close to the measured order"
+    elif rho >= 0.4:
+        words = "is roughly the measured order, with plans of close times swapped"
+    elif rho >= 0:
+        words = "keeps little of the measured order"
+    else:
+        words = "is closer to the reverse of the measured order"
+    return f"{words} (Spearman's rank correlation {rho:.2f})"

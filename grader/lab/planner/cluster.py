@@ -68,11 +68,11 @@ class Cluster:
     def describe(self) -> str:
         nodes = "" if not self.per_node or self.per_node >= self.n else \
             f" in {self.n // self.per_node} nodes of {self.per_node}"
-        links = f"{self.intra.name} {self.intra.bandwidth / 1e9:.3g} GB/s, " \
+        links = f"{self.intra.name} {_gbs(self.intra.bandwidth)}, " \
                 f"{self.intra.latency * 1e6:.3g} us"
         if self.inter is not None and nodes:
-            links += f"; between nodes {self.inter.name} {self.inter.bandwidth / 1e9:.3g} " \
-                     f"GB/s, {self.inter.latency * 1e6:.3g} us"
+            links += f"; between nodes {self.inter.name} {_gbs(self.inter.bandwidth)}, " \
+                     f"{self.inter.latency * 1e6:.3g} us"
         extra = f"; framework overhead {self.overhead * 1e3:.3g} ms/step" \
             if self.overhead else ""
         return (f"{self.name}: {self.n} devices{nodes} x {self.flops / 1e12:.3g} TFLOP/s, "
@@ -108,6 +108,11 @@ PRESETS = {
                                           "100 Gb/s Ethernet port each, 12.5 GB/s shared "
                                           "by 8 GPUs; 9.6 us per ring step")),
 }
+
+
+def _gbs(bandwidth: float) -> str:
+    return "no bandwidth fitted (latency only)" if bandwidth == float("inf") \
+        else f"{bandwidth / 1e9:.3g} GB/s"
 
 
 def calibrated_cluster(n: int, flops: float, bandwidth: float, latency: float,

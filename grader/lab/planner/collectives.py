@@ -11,6 +11,11 @@ Time = steps * latency + bytes sent / bandwidth (latency "alpha" per step, one o
 bandwidth "beta" per byte). :func:`fit_alpha_beta` finds the latency and bandwidth that
 best explain a sweep of timed collectives, of any mix of operations and group sizes, by
 least squares on the relative error (a 4 KiB and a 4 MiB collective weigh the same).
+
+A sweep timed on a busy machine can fail to grow with the size (every collective waiting
+for ranks that are not running): then no bandwidth explains it. The fit does not raise
+(a page never fails because the machine was noisy): it keeps the latency alone, with an
+infinite bandwidth, and says so in :attr:`LinkFit.problem`, a sentence the page prints.
 """
 from __future__ import annotations
 
@@ -52,6 +57,12 @@ class LinkFit:
     latency: float
     bandwidth: float
     samples: list[tuple[str, int, float, float]] = field(default_factory=list)
+    problem: str = ""        # why the sweep could not give a bandwidth ("" when it did)
+
+    @property
+    def ok(self) -> bool:
+        """Whether the sweep gave both a latency and a bandwidth."""
+        return not self.problem
 
     def predict(self, op: str, p: int, size: float) -> float:
         return collective_time(op, size, p, self.bandwidth, self.latency)
@@ -74,7 +85,9 @@ def fit_alpha_beta(samples) -> LinkFit:
     """Latency (s per step) and bandwidth (bytes/s) fitted to ``[(op, p, bytes, seconds),
     ...]`` by least squares on relative errors: minimise the sum of
     ``((steps*alpha + sent*beta - t) / t)**2``. Both come out non-negative: a negative
-    latency (the data can ask for one) is pinned at zero and the bandwidth refitted."""
+    latency (the data can ask for one) is pinned at zero and the bandwidth refitted. A
+    sweep that does not get slower as it grows gets the latency alone (``problem`` says
+    why, from the figures); two samples at least are needed."""
     rows = []
     for op, p, n, t in samples:
         if t <= 0:
@@ -94,10 +107,28 @@ def fit_alpha_beta(samples) -> LinkFit:
     beta = (saa * sb - sab * sa) / det if det else -1.0
     if alpha < 0 or not det:
         alpha, beta = 0.0, sb / sbb
-    if beta <= 0:
-        raise ValueError("the timed collectives do not get slower as they grow; no "
-                         f"bandwidth fits them: {samples}")
-    return LinkFit(alpha, 1 / beta, [tuple(s) for s in samples])
+    kept = [tuple(s) for s in samples]
+    if beta <= 0 or not math.isfinite(beta):
+        return LinkFit(sa / saa if saa else 0.0, math.inf, kept, _no_growth(kept))
+    return LinkFit(alpha, 1 / beta, kept)
+
+
+def _no_growth(samples) -> str:
+    """Why a sweep gave no bandwidth, in the sweep's own figures."""
+    sizes = sorted({n for _, _, n, _ in samples})
+    times = [t for *_, t in samples]
+    return (f"the {len(samples)} timed collectives did not get slower as they grew "
+            f"({fmt_size(sizes[0])} to {fmt_size(sizes[-1])} took {min(times) * 1e3:.2g} to "
+            f"{max(times) * 1e3:.2g} ms, in no order of size), so no bandwidth explains "
+            "them: the machine was too busy for this sweep, and the link keeps only a "
+            "latency (each collective priced at its steps' latency)")
+
+
+def fmt_size(n: float) -> str:
+    for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:g} {unit}"
+    return f"{n:g} B"
 
 
 def fit_link(samples, p: int = 2) -> tuple[float, float]:

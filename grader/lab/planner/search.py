@@ -2,6 +2,8 @@
 well a predicted order matches a measured one."""
 from __future__ import annotations
 
+import math
+
 import itertools
 
 from .cluster import Cluster
@@ -60,7 +62,8 @@ def _ranks(values) -> list[float]:
 
 def rank_correlation(predicted, measured) -> float:
     """Spearman's rank correlation: 1 when both order the strategies alike, -1 when one
-    is the other reversed."""
+    is the other reversed; NaN when one list has all values equal (no order to compare,
+    which a noisy measurement can give: the caller words it, nothing raises)."""
     if len(predicted) != len(measured) or len(predicted) < 2:
         raise ValueError("need two lists of the same length, at least 2 long")
     a, b = _ranks(list(predicted)), _ranks(list(measured))
@@ -68,5 +71,5 @@ def rank_correlation(predicted, measured) -> float:
     cov = sum((x - ma) * (y - mb) for x, y in zip(a, b))
     var = (sum((x - ma) ** 2 for x in a) * sum((y - mb) ** 2 for y in b)) ** 0.5
     if var == 0:
-        raise ValueError("one of the lists has all values equal: no order to compare")
+        return math.nan
     return cov / var

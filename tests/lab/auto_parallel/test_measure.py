@@ -81,3 +81,41 @@ def test_counts_from_a_log_are_used_when_the_run_has_none():
 def test_a_missing_result_file_says_which_cell_to_run(tmp_path):
     with pytest.raises(FileNotFoundError, match="launch command"):
         M.load(tmp_path / "2d.json")
+
+
+def test_the_fit_sentence_says_how_well_the_line_fits_or_that_nothing_fits():
+    from tests.lab.planner.test_collectives import FLAT_SWEEP, _sweep
+
+    good = M.fit_sentence("PyTorch", P.fit_alpha_beta(_sweep(1e-4, 2e9)))
+    assert good.startswith("One latency and one bandwidth explain PyTorch's collectives well")
+    assert "median of 0 %" in good
+    flat = M.fit_sentence("Paddle", P.fit_alpha_beta(FLAT_SWEEP))
+    assert flat.startswith("No bandwidth explains Paddle's collectives") and "well" not in flat
+    assert "4 KiB to 1 MiB" in flat and "latency alone" in flat
+
+
+def test_the_order_sentence_follows_the_rank_correlation_and_words_no_order():
+    assert M.order_sentence(0.9).startswith("is close to the measured order")
+    assert "0.90" in M.order_sentence(0.9)
+    assert M.order_sentence(-0.5).startswith("is closer to the reverse")
+    nan = M.order_sentence(P.rank_correlation([1, 2, 3], [5, 5, 5]))
+    assert nan.startswith("cannot be compared") and "reverse" not in nan
+
+
+def test_a_flat_sweep_from_a_busy_machine_still_calibrates_compares_and_draws():
+    """The page's whole path on the sweep that failed a clean build (issue 24)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from grader.lab.auto_parallel.figures import prediction_figure, sweep_figure
+    from tests.lab.planner.test_collectives import FLAT_SWEEP
+
+    flat = {"world": 4, "rows": [{"op": op, "ranks": p, "bytes": n, "s": s}
+                                 for op, p, n, s in FLAT_SWEEP]}
+    cluster, fit = M.calibrate(flat, runs())
+    assert not fit.ok and "latency only" in cluster.describe()
+    rows = M.compare(runs(), cluster)
+    s = M.summary(rows)
+    assert s.median_abs_error == s.median_abs_error
+    assert M.order_sentence(s.spearman)
+    sweep_figure({"PyTorch": fit})
+    prediction_figure({"PyTorch": rows})

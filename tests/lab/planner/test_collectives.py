@@ -48,9 +48,28 @@ def test_a_latency_the_data_would_make_negative_is_pinned_at_zero():
     assert fit.latency == 0 and fit.bandwidth > 0
 
 
-def test_times_that_do_not_grow_with_size_have_no_bandwidth():
-    with pytest.raises(ValueError, match="bandwidth"):
-        P.fit_alpha_beta([("all_reduce", 2, 4096, 2e-3), ("all_reduce", 2, 2**22, 1e-3)])
+# what a busy 2-core machine timed (issue 24): all-reduces and all-gathers of 4 KiB to
+# 1 MiB on 4 ranks, 0.2-2.9 ms in no order of size
+FLAT_SWEEP = [("all_reduce", 4, 4096, 2.9e-3), ("all_reduce", 4, 2**16, 0.4e-3),
+              ("all_reduce", 4, 2**20, 0.2e-3), ("all_gather", 4, 4096, 1.1e-3),
+              ("all_gather", 4, 2**16, 2.2e-3), ("all_gather", 4, 2**20, 0.3e-3)]
+
+
+def test_times_that_do_not_grow_with_size_give_no_bandwidth_and_say_so_without_raising():
+    for rows in (FLAT_SWEEP,
+                 [("all_reduce", 2, 4096, 2e-3), ("all_reduce", 2, 2**22, 1e-3)]):
+        fit = P.fit_alpha_beta(rows)
+        assert not fit.ok and fit.bandwidth == float("inf") and fit.latency > 0
+        assert "did not get slower as they grew" in fit.problem
+        assert "no bandwidth" in fit.problem
+        # it still prices a collective (by its latency) and states how far that is
+        assert fit.predict("all_reduce", 4, 2**20) == pytest.approx(6 * fit.latency)
+        assert fit.median_abs_error == fit.median_abs_error  # a number, not NaN
+    assert "4 KiB to 1 MiB" in P.fit_alpha_beta(FLAT_SWEEP).problem
+    assert P.fit_alpha_beta(_sweep(1e-4, 2e9)).ok
+
+
+def test_a_time_that_is_not_positive_is_an_error_not_noise():
     with pytest.raises(ValueError, match="positive"):
         P.fit_alpha_beta([("all_reduce", 2, 4096, 0.0), ("all_reduce", 2, 2**22, 1e-3)])
 
