@@ -32,11 +32,12 @@ def threads_verdict(speedup: float, cores: int, load: float | None = None) -> st
                 f"times as fast with {cores} threads as with one (ideal {cores})"
                 + ("; other programs held some of the cores (the load average is above "
                    "the number of cores)." if busy else "."))
-    why = ("the load average above the number of cores says other programs held them, "
-           "and a thread that waits for a descheduled partner can make two threads no "
-           "faster than one" if busy else
-           "the product was too small to share, or the cores were taken by other "
-           "programs between the load average's samples")
+    why = ("the load average above the number of cores says other programs held some "
+           "of them, so this run cannot tell what one operator gets from every core"
+           if busy else
+           "the load average was not above the number of cores, which rules out other "
+           "programs holding them throughout, though not short bursts between its "
+           "samples; what else held the threads back this run did not measure")
     if speedup < 1.0:
         return (f"On this run the extra threads did not help: one product was slower with "
                 f"{cores} threads than with one ({speedup:.2f} times the one-thread "

@@ -14,9 +14,18 @@ from typing import Sequence
 __all__ = ["two_devices_verdict", "split_verdict"]
 
 
+def _rate(flops: float, seconds: float) -> str:
+    rate = flops / seconds
+    return f"{rate / 1e12:.3g} TFLOP/s" if rate >= 1e11 else f"{rate / 1e9:.3g} GFLOP/s"
+
+
 def two_devices_verdict(alone: Sequence[float], both: float) -> str:
     """``alone``: seconds each device took by itself; ``both``: seconds for all of them
-    queued at once. Both at once can at best take as long as the slowest alone."""
+    queued at once. Both at once can at best take as long as the slowest alone.
+
+    The sentence says what the figures show and what they rule out; it names no cause the
+    run did not measure (what the devices share, or other programs, would need a
+    measurement of their own)."""
     if not alone or both <= 0 or min(alone) <= 0:
         raise ValueError("need positive times for each device alone and for both")
     total, slowest = sum(alone), max(alone)
@@ -26,38 +35,56 @@ def two_devices_verdict(alone: Sequence[float], both: float) -> str:
             f"({100 * speedup / ideal:.0f}% of it)")
     if speedup > 1.05 * ideal:
         return head + (". The devices worked at the same time; more than the ideal "
-                       "means other programs slowed some of the runs alone more than "
-                       "the run of both (compare the ranges).")
+                       "means some runs alone were slowed more than the run of both "
+                       "(compare the ranges).")
     if speedup >= 0.85 * ideal:
         return head + ". The devices worked at the same time."
     if speedup >= 1 + 0.25 * (ideal - 1):
-        return head + (". They worked at the same time, but held each other back on "
-                       "something they share.")
+        return head + (". They worked at the same time, but each went slower beside the "
+                       "other than alone; this run does not say on what they waited.")
     return head + (". On this run both at once gained little or nothing over one after "
-                   "the other: whatever ran side by side, the devices held each other "
-                   "back on something they share.")
+                   "the other: the work did not run side by side at full speed, and this "
+                   "run does not say why (the load line below says whether other "
+                   "programs held the cores).")
 
 
 def split_verdict(one: float, two: float, what: str = "two streams",
-                  ideal: float = 2.0) -> str:
+                  ideal: float = 2.0, flops: float | None = None,
+                  peak: float | None = None) -> str:
     """The same products run one at a time (``one`` s) or split over ``what`` (``two``
     s): the ratio, and a sentence chosen by it. Sharing the work between two queues can
     at best halve its time (``ideal``); more than that says one at a time lost time to
-    something the split avoided."""
+    something the split avoided.
+
+    ``flops`` (the work's floating-point operations) adds the rate one at a time reached;
+    with ``peak`` (the machine's peak FLOP/s, *measured* on the same page) too, the rate
+    against the peak is the evidence that may name a cause: one at a time near the peak
+    had nothing to gain, one far below it was held back by something other than its
+    arithmetic. Without that evidence no cause is named."""
     if one <= 0 or two <= 0:
         raise ValueError("need positive times")
     ratio = one / two
+    share = flops / one / peak if flops and peak else None
+    rate = f" (one at a time ran at {_rate(flops, one)}" + (
+        f", {100 * share:.2g}% of the measured peak)" if share is not None else ")") \
+        if flops else ""
     if ratio > 1.2 * ideal:
         tail = (f"{what} were faster than sharing the work can explain (at most "
                 f"{ideal:g}x): one at a time also lost time to something the split "
                 "avoided")
     elif ratio >= 1.2:
-        tail = f"{what} were faster: one at a time left part of the hardware idle"
-    elif ratio >= 1.0:
-        tail = (f"{what} gained little: one at a time already kept most of the "
-                "hardware busy")
-    elif ratio > 1 / 1.2:
-        tail = f"{what} were no faster: one at a time already kept the hardware busy"
+        tail = f"{what} were faster: the second queue found work the first left undone"
     else:
-        tail = f"{what} were slower: they got in each other's way"
-    return f"{ratio:.2f}x as fast with {what}; {tail}"
+        tail = (f"{what} gained little" if ratio >= 1.0 else
+                f"{what} were no faster" if ratio > 1 / 1.2 else f"{what} were slower")
+        if share is not None and share >= 0.6:
+            tail += ": one at a time already kept the hardware busy"
+        elif share is not None and share < 0.2:
+            tail += (": one at a time left most of the hardware idle, yet a second queue "
+                     "did not fill it, so what held each product back was not its "
+                     "arithmetic")
+        else:
+            tail += ("; this run does not say why (the rate against the machine's "
+                     "measured peak would tell whether one at a time already kept it "
+                     "busy)")
+    return f"{ratio:.2f}x as fast with {what}{rate}; {tail}"

@@ -61,6 +61,19 @@ def test_a_busy_machine_is_named_as_the_reason_only_when_the_load_says_so():
     assert "load average above" not in threads_verdict(0.9, 2, load=0.5)
 
 
+def test_the_threads_verdict_never_blames_the_size_it_did_not_measure():
+    """A 768 x 768 product that the other tab of the same page ran 1.82x faster on two
+    threads was called "too small to share" (issue 24): the size was never the measured
+    cause, so no sentence may name it."""
+    for speedup in (0.9, 1.05, 1.13):
+        for load in (0.5, 3.5, None):
+            text = threads_verdict(speedup, 2, load=load)
+            assert "too small" not in text and "small" not in text
+    quiet = threads_verdict(1.05, 2, load=0.5)
+    assert "rules out other programs holding them throughout" in quiet
+    assert "did not measure" in quiet
+
+
 def test_the_clock_sentence_follows_the_three_clocks():
     warm = [0.009, 0.010, 0.011]
     cold_slow = clock_verdict(cold_s=0.050, unsynced_s=0.0001, synced_s=warm)

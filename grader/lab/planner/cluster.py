@@ -75,8 +75,10 @@ class Cluster:
                      f"{self.inter.latency * 1e6:.3g} us"
         extra = f"; framework overhead {self.overhead * 1e3:.3g} ms/step" \
             if self.overhead else ""
-        return (f"{self.name}: {self.n} devices{nodes} x {self.flops / 1e12:.3g} TFLOP/s, "
-                f"{self.memory / 2**30:.3g} GiB; links {links}{extra}")
+        memory = "memory not limited (a budget, not a measurement)" \
+            if self.memory >= 2**40 else f"{self.memory / 2**30:.3g} GiB"
+        return (f"{self.name}: {self.n} devices{nodes} x {_flops(self.flops)}, "
+                f"{memory}; links {links}{extra}")
 
 
 # Figures, per rank and direction. A100 datasheet: FP32 19.5 TFLOP/s (no tensor cores:
@@ -108,6 +110,10 @@ PRESETS = {
                                           "100 Gb/s Ethernet port each, 12.5 GB/s shared "
                                           "by 8 GPUs; 9.6 us per ring step")),
 }
+
+
+def _flops(rate: float) -> str:
+    return f"{rate / 1e12:.3g} TFLOP/s" if rate >= 1e11 else f"{rate / 1e9:.3g} GFLOP/s"
 
 
 def _gbs(bandwidth: float) -> str:

@@ -81,6 +81,11 @@ class Prediction:
         return sum(self.terms.values())
 
     @property
+    def devices(self) -> int:
+        """How many devices the strategy uses (``dp * tp``)."""
+        return self.strategy.dp * self.strategy.tp
+
+    @property
     def compute_s(self) -> float:
         return self.terms.get("compute", 0.0)
 

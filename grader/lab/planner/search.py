@@ -6,7 +6,7 @@ import math
 
 import itertools
 
-from .cluster import Cluster
+from .cluster import Cluster, with_devices
 from .cost import Prediction, Strategy, predict
 from .layouts import PLACEMENTS
 
@@ -34,13 +34,23 @@ def enumerate_strategies(dims: list[int], batch: int, n: int):
 def best_strategy(dims: list[int], batch: int, cluster: Cluster, itemsize: int = 4,
                   opt_states: int = 0, dp_sync: str = "fused"
                   ) -> tuple[Prediction, list[Prediction]]:
-    """The fastest strategy that fits in memory, and every prediction, best first."""
-    preds = [predict(dims, batch, s, cluster, itemsize, opt_states, dp_sync)
-             for s in enumerate_strategies(dims, batch, cluster.n)]
+    """The fastest strategy that fits in memory, and every prediction, best first.
+
+    A strategy may use fewer of the cluster's devices (any number that divides it): where
+    communication costs more than it saves, the fastest plan leaves devices out rather than
+    have every device of a tensor-parallel group repeat the same work (a ``tp > 1`` plan
+    that splits no layer is that, and is not listed). ``Prediction.devices`` says how many
+    a plan uses."""
+    preds = []
+    for m in (d for d in range(1, cluster.n + 1) if cluster.n % d == 0):
+        on = cluster if m == cluster.n else with_devices(cluster, m)
+        preds += [predict(dims, batch, s, on, itemsize, opt_states, dp_sync)
+                  for s in enumerate_strategies(dims, batch, m)
+                  if s.tp == 1 or any(x != "R" for x in s.placements)]
     if not preds:
         raise ValueError(f"no strategy splits batch {batch} and dims {dims} over {cluster.n}")
-    # ties (e.g. all-replicated layers inside a tp group) go to the simpler strategy
-    preds.sort(key=lambda p: (not p.fits, round(p.step_s, 12), p.strategy.tp,
+    # ties go to the simpler strategy: fewer devices, then less tensor parallelism
+    preds.sort(key=lambda p: (not p.fits, round(p.step_s, 12), p.devices, p.strategy.tp,
                               sum(x != "R" for x in p.strategy.placements)))
     return preds[0], preds
 
