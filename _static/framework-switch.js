@@ -17,8 +17,12 @@
   document.documentElement.setAttribute("data-framework", stored());
   document.addEventListener("DOMContentLoaded", function () {
     var tagged = document.querySelector(".tag_torch, .tag_paddle, .only-torch, .only-paddle");
+    // In the article's header bar, which the theme keeps at the top of the window: a
+    // switch of its own that stuck over the article covered the first lines of whichever
+    // cell scrolled under it.
+    var header = document.querySelector(".bd-header-article .header-article-items__start");
     var article = document.querySelector("article.bd-article") || document.querySelector("main");
-    if (tagged && article) {
+    if (tagged && (header || article)) {
       var bar = document.createElement("div");
       bar.className = "fw-switch";
       bar.setAttribute("role", "group");
@@ -30,7 +34,8 @@
         b.addEventListener("click", function () { apply(c[0]); });
         bar.appendChild(b);
       });
-      article.insertBefore(bar, article.firstChild);
+      if (header) { bar.classList.add("fw-switch--header"); header.appendChild(bar); }
+      else { article.insertBefore(bar, article.firstChild); }
     }
     apply(stored());
   });

@@ -146,7 +146,26 @@ def _write_student_versions(app, exception) -> None:
         nbformat.write(nb, out / f"{a['name']}.ipynb")
 
 
+def _one_of_each_script(app, pagename, templatename, context, doctree) -> None:
+    """Keep one copy of each inline script. Jupyter Book 1.0 initialises sphinx-thebe twice,
+    so every page carried ``const THEBE_JS_URL = ...`` twice and the browser logged
+    "Identifier 'THEBE_JS_URL' has already been declared" on every page."""
+    scripts = context.get("script_files")
+    if not scripts:
+        return
+    seen, kept = set(), []
+    for js in scripts:
+        attrs = getattr(js, "attributes", None) or {}
+        key = (getattr(js, "filename", str(js)), tuple(sorted(attrs.items())))
+        if key in seen:
+            continue
+        seen.add(key)
+        kept.append(js)
+    scripts[:] = kept
+
+
 def setup(app):
+    app.connect("html-page-context", _one_of_each_script, priority=900)
     app.add_config_value("exercises_source", "exercises/source", "env")
     app.add_config_value("exercises_launch_path", "exercises/release/{name}/{name}.ipynb", "env")
     app.add_directive("exercise-list", ExerciseList)

@@ -82,3 +82,42 @@ def test_outputs_of_both_frameworks_are_in_the_page(browser, site):
     assert re.search(r"CUDA available: (True|False) \| GPUs: \d", text)
     assert re.search(r"built with CUDA: (True|False) \| GPUs: \d", text)
     assert len(re.findall(r"by hand: median \d+\.\d\d ms of \d+ runs", text)) == 2
+
+
+def test_the_switch_covers_no_cell_and_notes_wrap(browser, site):
+    """The switch sits in the theme's header bar: with any code cell scrolled to the top of
+    the window, what is drawn at its first line is the cell, not the switch. The hardware
+    line and GPU-cell notes wrap: none scrolls sideways."""
+    for page in ("toolkit", "multidevice"):
+        browser.get(f"{site}/chapters/{page}.html")
+        browser.execute_script("localStorage.setItem('course-framework', 'torch')")
+        browser.get(f"{site}/chapters/{page}.html")
+        cells = [c for c in browser.find_elements("css selector", ".tag_torch .cell_input pre")
+                 if c.is_displayed()][:6]
+        assert cells, page
+        for pre in cells:
+            covered = browser.execute_script("""
+                const pre = arguments[0];
+                pre.scrollIntoView({block: "start"});
+                const r = pre.getBoundingClientRect();
+                const hit = document.elementFromPoint(r.left + 12, Math.max(r.top, 0) + 8);
+                const header = document.querySelector(".bd-header-article");
+                const below = header ? header.getBoundingClientRect().bottom : 0;
+                // the first line is either visible below the header bar, or the cell
+                return {inside: pre.contains(hit), top: r.top, below: below,
+                        switch: !!(hit && hit.closest(".fw-switch"))};""", pre)
+            assert not covered["switch"], (page, covered)
+            assert covered["inside"] or covered["top"] >= covered["below"], (page, covered)
+        notes = browser.find_elements("css selector", ".course-note")
+        assert notes, f"{page}: no hardware note"
+        for n in notes:
+            assert browser.execute_script(
+                "return arguments[0].scrollWidth <= arguments[0].clientWidth + 1", n), page
+
+
+def test_no_page_declares_a_script_twice(site, built_book):
+    """Jupyter Book 1.0 put sphinx-thebe's settings in every page twice ("Identifier
+    'THEBE_JS_URL' has already been declared" in the console)."""
+    for page in ("toolkit", "sharding", "intro"):
+        html = (built_book / "chapters" / f"{page}.html").read_text()
+        assert html.count("const THEBE_JS_URL") <= 1, page

@@ -191,4 +191,4 @@ def test_the_hardware_line_comes_first_under_the_title(page):
     text = (CHAPTERS / f"{page}.md").read_text()
     body = text.split("\n# ", 1)[1]
     first_cell = body.split("```{code-cell}", 1)[1].split("```", 1)[0]
-    assert "hardware_summary" in first_cell, f"{page}.md: the first cell is not the hardware line"
+    assert "hardware_note(" in first_cell, f"{page}.md: the first cell is not the hardware line"

@@ -21,7 +21,8 @@ __all__ = [
     "FRAMEWORKS", "get_backend", "Benchmark", "Stats", "measure", "Device", "DevicePlan",
     "get_devices", "standin_devices", "plan_devices", "close_workers", "cpu_cores", "load_line",
     "launch",
-    "RankFailed", "RankTimeout", "Interval", "Timeline", "hardware_summary", "show_source",
+    "RankFailed", "RankTimeout", "Interval", "Timeline", "hardware_summary", "hardware_note",
+    "show_source",
     "cpu_model",
 ]
 
@@ -59,6 +60,15 @@ def hardware_summary(page: str | None = None) -> str:
         except (GpuCellError, OSError):  # a copy of the page without the course's chapters
             pass
     return "\n".join(lines)
+
+
+def hardware_note(page: str | None = None) -> None:
+    """:func:`hardware_summary` as the note under a chapter's title: wrapped prose with
+    one item per line, not a printed line that scrolls sideways."""
+    from .core.notes import note
+
+    first, *rest = hardware_summary(page).splitlines()
+    note([line.strip() for line in rest], title=first.rstrip(":"))
 
 
 def show_source(obj: object) -> None:

@@ -53,6 +53,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .notes import note
+
 ROOT = Path(__file__).resolve().parents[3]
 CHAPTERS = ROOT / "chapters"
 RECORDS = ROOT / "bench" / "results" / "gpu" / "cells"
@@ -249,7 +251,25 @@ def provenance_line(prov: dict, framework: str) -> str:
             f"{prov.get('gpu_name', '?')} (driver {prov.get('driver') or '?'}, "
             f"{'PyTorch' if framework == 'torch' else 'Paddle'} {fw}, CUDA {cuda}, "
             f"Python {prov.get('versions', {}).get('python', '?')}) on "
-            f"{str(prov.get('date', '?'))[:10]}; this machine has no GPU for it:")
+            f"{str(prov.get('date', '?'))[:10]}; this machine has no GPU for it."
+            + _version_gap(framework, fw))
+
+
+def _version_gap(framework: str, recorded: str) -> str:
+    """A sentence when the record ran on another release of the framework than this
+    build has: the record's figures are that release's."""
+    from importlib import metadata
+
+    dist = "torch" if framework == "torch" else "paddlepaddle"
+    try:
+        here = metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return ""
+    if recorded in ("?", "") or recorded.split("+")[0] == here.split("+")[0]:
+        return ""
+    label = "PyTorch" if framework == "torch" else "Paddle"
+    return (f" The record ran on {label} {recorded.split('+')[0]}; this build has {label} "
+            f"{here.split('+')[0]}, so its figures are the older release's.")
 
 
 def _show_png(b64: str) -> None:
@@ -276,26 +296,28 @@ def gpu_output(page: str, name: str, expect: str = "", *, framework: str | None 
                 namespace = get_ipython().user_ns  # type: ignore[name-defined]  # noqa: F821
             except NameError:
                 namespace = {}
-        print(f"(ran live on this machine's GPU{'s' if have > 1 else ''})")
+        note(f"Ran live on this machine's GPU{'s' if have > 1 else ''}.")
         exec(compile(cell.source, f"<{page}:{name}>", "exec"), namespace)
         return "live"
     rec = load_record(page, directory)
     entry = (rec or {}).get("cells", {}).get(f"{framework}:{name}")
     prov = (rec or {}).get("provenance", {}).get(framework, {})
     if entry and not entry.get("error") and prov and not prov.get("cpu_only"):
-        print(provenance_line(prov, framework))
+        said = [provenance_line(prov, framework)]
         if entry.get("source") not in (None, source_digest(cell)):
             commit = str(prov.get("commit") or "")[:10] or "an earlier commit"
-            print(f"(recorded from an earlier version of this cell, at {commit}; the code "
-                  "above has changed since, and make gpu-check has not run it again)")
+            said.append(f"Recorded from an earlier version of this cell, at {commit}: the "
+                        "code above has changed since, and make gpu-check has not run it "
+                        "again.")
+        note(said, kind="note")
         print(entry.get("stdout", "").rstrip())
         for png in entry.get("figures", []):
             _show_png(png)
         return "recorded"
     need = f"{cell.gpus} CUDA GPUs" if cell.gpus > 1 else "a CUDA GPU"
     why = (f"this machine has {have}" if have else "this machine has none")
-    print(f"This {label} cell needs {need} ({why}), and no run of it on a GPU is "
-          f"recorded yet." + (f" On a GPU, {expect}" if expect else ""))
+    note(f"This {label} cell needs {need} ({why}), and no run of it on a GPU is "
+         f"recorded yet." + (f" On a GPU, {expect}" if expect else ""), kind="note")
     return "needs-gpu"
 
 

@@ -123,7 +123,7 @@ def test_a_record_of_an_earlier_version_of_the_cell_says_so(page, tmp_path, caps
     page.write_text(PAGE.replace('print("square", x * x)', 'print("square!", x * x)'))
     assert gpucells.gpu_output(page, "square", directory=tmp_path) == "recorded"
     out = capsys.readouterr().out
-    assert "recorded from an earlier version of this cell, at 0123456789" in out
+    assert "Recorded from an earlier version of this cell, at 0123456789" in out
     assert "square 9" in out
 
 
@@ -358,3 +358,27 @@ def test_the_digest_covers_the_scripts_a_cell_launches():
     # today's files by default: the chapters' own script
     assert gpucells.source_digest(cell) == gpucells.source_digest(
         cell, lambda rel: (gpucells.CHAPTERS / rel).read_text(encoding="utf-8"))
+
+
+def test_notes_are_wrapped_prose_in_a_notebook_and_plain_text_outside(capsys):
+    from grader.lab.core.notes import note, note_html
+
+    html = note_html(["Recorded by make gpu-check on 1 x NVIDIA H200 <b>"], "Where")
+    assert html.startswith('<div class="admonition note course-note">')
+    assert "&lt;b&gt;" in html and "<b>" not in html      # sentences, escaped
+    assert note_html(["a", "b"]).count("<li>") == 2
+    note(["one", "two"], title="T")                         # no kernel here: printed
+    assert capsys.readouterr().out == "T\none\ntwo\n"
+
+
+def test_a_record_of_another_release_says_which_it_ran_on():
+    from grader.lab.core.gpucells import provenance_line
+    from importlib import metadata
+
+    here = metadata.version("torch").split("+")[0]
+    prov = {"versions": {"torch": "2.11.0+cu130", "python": "3.12.3"}, "gpu_count": 1,
+            "gpu_name": "NVIDIA H200", "date": "2026-11-30"}
+    line = provenance_line(prov, "torch")
+    assert f"The record ran on PyTorch 2.11.0; this build has PyTorch {here}" in line
+    prov["versions"]["torch"] = here
+    assert "The record ran on" not in provenance_line(prov, "torch")
