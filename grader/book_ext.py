@@ -164,7 +164,14 @@ def _one_of_each_script(app, pagename, templatename, context, doctree) -> None:
     scripts[:] = kept
 
 
+def _full_urls(app, config) -> None:
+    """Show a reference's URL as it is: the theme shortens GitHub links to "owner/repo",
+    and the references page then read "URL: PaddlePaddle/Paddle." for a file's address."""
+    config.html_theme_options = {**(config.html_theme_options or {}), "shorten_urls": False}
+
+
 def setup(app):
+    app.connect("config-inited", _full_urls)
     app.connect("html-page-context", _one_of_each_script, priority=900)
     app.add_config_value("exercises_source", "exercises/source", "env")
     app.add_config_value("exercises_launch_path", "exercises/release/{name}/{name}.ipynb", "env")

@@ -121,3 +121,10 @@ def test_no_page_declares_a_script_twice(site, built_book):
     for page in ("toolkit", "sharding", "intro"):
         html = (built_book / "chapters" / f"{page}.html").read_text()
         assert html.count("const THEBE_JS_URL") <= 1, page
+
+
+def test_the_references_show_whole_urls_and_plain_labels(built_book):
+    html = (built_book / "chapters" / "references.html").read_text()
+    assert ">PaddlePaddle/Paddle<" not in html
+    assert "blob/develop/python/paddle/distributed/auto_parallel" in html.split("URL:", 1)[1]
+    assert "Dollar" not in re.sub(r"Doll.r, Piotr", "", html)
