@@ -192,3 +192,77 @@ def test_the_hardware_line_comes_first_under_the_title(page):
     body = text.split("\n# ", 1)[1]
     first_cell = body.split("```{code-cell}", 1)[1].split("```", 1)[0]
     assert "hardware_note(" in first_cell, f"{page}.md: the first cell is not the hardware line"
+
+
+# --- each tab stands alone (issue 24) ------------------------------------------------------
+
+_HIDDEN = {"remove-cell", "remove-input"}
+
+
+def _python_of(source: str) -> str:
+    """A cell as plain Python: ``!cmd`` and ``%magic`` lines are no names; a
+    ``%%writefile`` cell writes a file and defines nothing."""
+    out = []
+    for line in source.splitlines():
+        if line.startswith("%%"):
+            return ""
+        stripped = line.lstrip()
+        out.append(line[: len(line) - len(stripped)] + "pass"
+                   if stripped.startswith(("!", "%")) else line)
+    return "\n".join(out)
+
+
+def _defined_and_used(source: str) -> tuple[set[str], set[str]]:
+    import ast
+
+    defined, used = set(), set()
+    for n in ast.walk(ast.parse(_python_of(source))):
+        if isinstance(n, ast.Name):
+            (used if isinstance(n.ctx, ast.Load) else defined).add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(n.name)
+        elif isinstance(n, ast.arg):
+            defined.add(n.arg)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            defined |= {(a.asname or a.name).split(".")[0] for a in n.names}
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            defined.add(n.name)
+    return defined, used
+
+
+def _borrowed_names(page: Path, framework: str) -> list[tuple[int, list[str]]]:
+    """(cell, names) where a visible cell of ``framework``'s tab uses a name that the page
+    defines, but only in a hidden cell, in the other tab, or further down."""
+    import builtins
+
+    cells = [c for c in parse_page(page) if "skip-execution" not in c.tags]
+    on_page = set().union(*(_defined_and_used(c.source)[0] for c in cells))
+    have, out = set(dir(builtins)), []
+    for c in cells:
+        if c.framework not in (None, framework) or _HIDDEN & set(c.tags):
+            continue
+        defined, used = _defined_and_used(c.source)
+        missing = sorted((used - defined - have) & on_page)
+        if missing:
+            out.append((c.index, missing))
+        have |= defined
+    return out
+
+
+@pytest.mark.parametrize("page", [p.stem for p in _pages()])
+def test_a_reader_who_copies_one_tab_gets_every_name_it_uses(page):
+    """Copied in order into a fresh notebook, one tab's visible cells (and the cells both
+    tabs share) define every name they use: nothing comes from a hidden cell or from the
+    other framework's tab."""
+    for fw in ("torch", "paddle"):
+        assert not _borrowed_names(CHAPTERS / f"{page}.md", fw), (page, fw)
+
+
+def test_the_tab_check_finds_a_name_from_a_hidden_cell(tmp_path):
+    page = tmp_path / "p.md"
+    page.write_text("# T\n\n```{code-cell} ipython3\n:tags: [remove-cell]\nout = 1\n```\n\n"
+                    "```{code-cell} ipython3\n:tags: [paddle]\nprint(out)\n```\n\n"
+                    "```{code-cell} ipython3\n:tags: [torch]\nx = 2\n```\n\n"
+                    "```{code-cell} ipython3\nprint(x)\n```\n")
+    assert _borrowed_names(page, "paddle") == [(1, ["out"]), (3, ["x"])]
+    assert _borrowed_names(page, "torch") == []
