@@ -91,3 +91,12 @@ def test_a_page_missing_from_the_toc_fails_the_build(tmp_path):
                       toc_extra="chapters:\n  - file: missing_page\n")
     with pytest.raises(subprocess.CalledProcessError):
         build(book, quiet=True)
+
+
+def test_no_page_shows_launcher_chatter_or_an_objects_address(built_book):
+    """Outputs are for the reader: no Paddle launcher settings listing (``LAUNCH INFO``),
+    no default ``repr`` of an object (``<... object at 0x...>``)."""
+    for page in sorted((built_book / "chapters").glob("*.html")):
+        html = page.read_text()
+        assert "LAUNCH INFO" not in html, page.name
+        assert not re.search(r"object at 0x[0-9a-f]+", html), page.name
