@@ -117,8 +117,9 @@ def overlap_verdict(ranks: list[dict], timelines: CommTimelines) -> str:
     seq = max(r["sequential_s"] for r in ranks)
     ovl = max(r["overlapped_s"] for r in ranks)
     both_ms = timelines.overlap_s["overlapped"] * 1e3
-    head = (f"overlapped / sequential = {ovl / seq:.2f}; compute and communication ran "
-            f"at the same time for {both_ms:.1f} ms per rank")
+    head = (f"overlapped / sequential = {ovl * 1e3:.0f} ms / {seq * 1e3:.0f} ms = "
+            f"{ovl / seq:.2f} (each the slowest rank's own time); compute and "
+            f"communication ran at the same time for {both_ms:.1f} ms per rank")
     if all(r.get("ran_inside_the_call") for r in ranks):
         return (head + ": every all-reduce had already finished when the call returned, "
                 "so this backend ran it inside the call: there was nothing to overlap, and "

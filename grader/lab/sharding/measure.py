@@ -14,7 +14,7 @@ module only reads it:
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from grader.lab import planner as P
 from grader.lab.auto_parallel.measure import load
@@ -141,6 +141,14 @@ class PipeRow:
     in_flight: list[int]              # per stage, in the last step
     times: list[float]                # the slowest stage's step times
     weight_diff: float
+    busy: list[float] = field(default_factory=list)  # per stage: s of F and B, median step
+
+    @property
+    def imbalance(self) -> float:
+        """The busiest stage's compute time over the least busy one's (1: equal stages,
+        what the bubble's formula assumes)."""
+        return max(self.busy) / min(self.busy) if self.busy and min(self.busy) > 0 \
+            else float("nan")
 
     @property
     def bubble(self) -> float:
@@ -161,5 +169,26 @@ def pipeline_rows(run: dict) -> list[PipeRow]:
             [_bubble(list(stages)) for stages in steps],
             [_in_flight(r["steps"][-1]) for r in everyone],
             [max(ts) for ts in zip(*(r["times"] for r in everyone))],
-            max(r["weight_diff"] for r in everyone)))
+            max(r["weight_diff"] for r in everyone),
+            [statistics.median(sum(e[3] - e[2] for e in step) for step in r["steps"])
+             for r in everyone]))
     return rows
+
+
+def imbalance_sentence(rows: list[PipeRow]) -> str:
+    """What the runs' own timelines say about the stages' work, for the page: how much
+    longer the busiest stage computed than the other (measured), and what that does to
+    the bubble's formula, which assumes equal stages."""
+    ratios = [r.imbalance for r in rows if r.imbalance == r.imbalance]
+    if not ratios:
+        return "The runs recorded no stage's compute time, so their balance is unknown."
+    lo, hi = min(ratios), max(ratios)
+    span = f"{lo:.2f} times" if hi - lo < 0.05 else f"{lo:.2f} to {hi:.2f} times"
+    if lo < 1.1:
+        return (f"The stages computed for about as long as each other ({span} from the "
+                "busier to the other, summed over a step): unequal work does not explain "
+                "the difference from the formula here.")
+    return (f"On the runs' own timelines the busier stage computed {span} as long as the "
+            "other in a step: every exchange makes the faster stage wait for it, idle time "
+            "the formula, which assumes equal stages, does not count, and which does not "
+            "shrink with more micro-batches.")

@@ -104,3 +104,15 @@ def test_the_explorer_prints_its_default_table_outside_jupyterlab(capsys, monkey
     assert explorer(M.MODEL, P.calibrated_cluster(4, 1e9, 1e9, 1e-5, 2**30)) is None
     out = capsys.readouterr().out
     assert "choice:" in out and "appears when this notebook runs in JupyterLab" in out
+
+
+def test_the_stages_imbalance_is_read_from_the_timelines_and_worded():
+    from grader.lab.sharding.measure import PipeRow, imbalance_sentence
+
+    row = lambda busy: PipeRow("1F1B", 4, 2, [0.3], [2, 1], [1.0], 0.0, busy)  # noqa: E731
+    assert row([1.0, 2.0]).imbalance == 2.0
+    uneven = imbalance_sentence([row([1.0, 2.0]), row([1.0, 1.8])])
+    assert "1.80 to 2.00 times as long" in uneven and "equal stages" in uneven
+    even = imbalance_sentence([row([1.0, 1.02])])
+    assert "does not explain" in even and "times as long as the other" not in even
+    assert "unknown" in imbalance_sentence([row([])])
