@@ -14,7 +14,16 @@ c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
 # run by hand, the formgrader and `make grade` all use the same gradebook and limits.
 from grader.grading.config import load as _load_grading  # noqa: E402
 
-_grading = _load_grading(c.CourseDirectory.root)
+try:
+    _grading = _load_grading(c.CourseDirectory.root)
+except Exception as _error:  # noqa: BLE001 (any error in course.toml stops every path)
+    # traitlets logs an exception in a config file and goes on with nbgrader's defaults:
+    # the hidden tests would then run in the student's kernel, unjudged and unbounded. A
+    # SystemExit is not an Exception: it stops `nbgrader autograde`, the formgrader and the
+    # hub's server with this message instead.
+    raise SystemExit(f"{os.path.join(c.CourseDirectory.root, 'course.toml')}: {_error}\n"
+                     "nbgrader stops here: with its defaults it would grade without the "
+                     "course's judge and limits. Fix the file and run it again.")
 c.CourseDirectory.course_id = _grading.course_id
 c.CourseDirectory.db_url = _grading.db_url
 
