@@ -41,7 +41,7 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..config import GradingConfig, load, with_overrides
@@ -61,6 +61,7 @@ class GradingRun:
     outcomes: list[Outcome]
     wall_s: float = 0.0
     workers: int = 0
+    graded_now: set = field(default_factory=set)   # (student, assignment) graded by this run
 
     def table(self) -> str:
         lines = [f"{'student':<10} {'assignment':<22} {'score':>11}  {'status':<8} reason"]
@@ -70,7 +71,7 @@ class GradingRun:
         return "\n".join(lines)
 
     def summary(self) -> str:
-        return summary(self.outcomes, self.wall_s, self.workers)
+        return summary(self.outcomes, self.wall_s, self.workers, self.graded_now, self.course)
 
     def find(self, student: str, assignment: str) -> Outcome:
         return next(o for o in self.outcomes if (o.student, o.assignment) == (student, assignment))
@@ -136,10 +137,15 @@ def _in_gradebook(cfg: GradingConfig, assignment: str) -> bool:
             return False
 
 
-def _export(cfg: GradingConfig, to: Path) -> None:
+def _export(cfg: GradingConfig, to: Path, students: list[str] = ()) -> None:
+    """nbgrader's own export of the gradebook. Every student of ``grades.csv`` is in the
+    gradebook first: one whose every notebook was missing or unreadable was never
+    autograded, so nbgrader's export would have left them out."""
     from nbgrader.plugins import CsvExportPlugin
 
     with cfg.gradebook() as gb:
+        for s in students:
+            gb.update_or_create_student(s)
         CsvExportPlugin(to=str(to)).export(gb)
 
 
@@ -154,7 +160,8 @@ def _write_reports(cfg: GradingConfig, everything: list[Outcome]) -> None:
                 o.student, o.assignment, f"{o.score:g}", f"{o.max_score:g}", o.status,
                 o.reason, f"{o.seconds:.1f}")])
     (reports / "grades.json").write_text(json.dumps([asdict(o) for o in everything], indent=1))
-    _export(cfg, reports / "nbgrader_grades.csv")
+    _export(cfg, reports / "nbgrader_grades.csv",
+            sorted({o.student for o in everything if o.status != "invalid"}))
     _neutralise(reports / "nbgrader_grades.csv")
 
 
@@ -280,6 +287,10 @@ def grade_course(course: str | Path = "exercises", *, only_students: list[str] |
     overrides = {k: v for k, v in dict(cell_timeout_s=cell_timeout, notebook_timeout_s=notebook_timeout,
                                        memory_gb=memory_gb, workers=workers,
                                        sandbox_mode=sandbox).items() if v is not None}
+    if not Path(course).is_dir() or not (Path(course) / "source").is_dir():
+        raise ValueError(f"{Path(course).resolve()}: not a course folder (it holds "
+                         "nbgrader_config.py, source/<assignment>/ and submitted/<student>/); "
+                         "pass the folder with --course")
     cfg = with_overrides(load(course), **overrides)
     course = cfg.course
     (course / "reports" / "logs").mkdir(parents=True, exist_ok=True)
@@ -365,4 +376,5 @@ def grade_course(course: str | Path = "exercises", *, only_students: list[str] |
     if missing:
         raise RuntimeError(f"{len(missing)} submissions were not graded (e.g. {missing[0]}); "
                            "see reports/logs/worker-*.log and run again to finish")
-    return GradingRun(course, [results[x] for x in scope] + rejected, time.perf_counter() - t0, n)
+    return GradingRun(course, [results[x] for x in scope] + rejected, time.perf_counter() - t0, n,
+                      set(todo) | {(o.student, o.assignment) for o in rejected})

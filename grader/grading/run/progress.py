@@ -5,6 +5,8 @@ job is one line, so nothing is lost and nothing floods.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import shutil
 import statistics
 import sys
@@ -89,10 +91,16 @@ class Progress:
             print(file=self.stream, flush=True)
 
 
-def summary(outcomes: list[Outcome], wall_s: float | None = None, workers: int | None = None) -> str:
-    """Graded, failed and why, and time per student."""
+def summary(outcomes: list[Outcome], wall_s: float | None = None, workers: int | None = None,
+            now: set[tuple[str, str]] | None = None, course: Path | None = None) -> str:
+    """Graded, failed and why, and time per student. ``now``: the (student, assignment)
+    pairs graded by this run (the others were graded before and kept); ``course``: where the
+    run looked, said when there was nothing to grade."""
     if not outcomes:
-        return "nothing to grade"
+        if course is None:
+            return "nothing to grade"
+        return (f"nothing to grade: no submission in {course / 'submitted'}/<student>/"
+                f"<assignment>/ for the assignments in {course / 'source'}/")
     status = Counter(o.status for o in outcomes)
     lines = [f"{len(outcomes)} submissions: " + ", ".join(f"{n} {s}" for s, n in status.most_common())]
     bad = [o for o in outcomes if o.status != "graded"]
@@ -106,7 +114,16 @@ def summary(outcomes: list[Outcome], wall_s: float | None = None, workers: int |
     lines.append(f"time per student (all their assignments): median {statistics.median(times):.1f} s, "
                  f"mean {statistics.mean(times):.1f} s, slowest {slowest} {per_student[slowest]:.1f} s")
     if wall_s is not None:
-        work = sum(o.seconds for o in outcomes)
-        lines.append(f"wall clock {wall_s:.1f} s for {work:.1f} s of grading"
-                     + (f" on {workers} workers" if workers else ""))
+        on = f" on {workers} workers" if workers else ""
+        if now is None:
+            work = sum(o.seconds for o in outcomes)
+            lines.append(f"wall clock {wall_s:.1f} s for {work:.1f} s of grading{on}")
+        else:
+            fresh = [o for o in outcomes if (o.student, o.assignment) in now]
+            kept = len(outcomes) - len(fresh)
+            work = sum(o.seconds for o in fresh)
+            lines.append(f"wall clock {wall_s:.1f} s: {len(fresh)} graded in this run "
+                         f"({work:.1f} s of grading{on})"
+                         + (f", {kept} graded before and kept (--regrade grades them again)"
+                            if kept else ""))
     return "\n".join(lines)

@@ -139,6 +139,27 @@ def test_the_summary_says_what_failed_and_why_and_the_time_per_student():
     assert "slowest ann 903.0 s" in out and "on 2 workers" in out
 
 
+def test_a_run_that_grades_nothing_new_says_so_and_where_it_looked(tmp_path):
+    kept = [Outcome("ann", "a1", 8, 8, "graded", seconds=204.6)]
+    out = summary(kept, wall_s=0.4, workers=2, now=set())
+    assert "0 graded in this run (0.0 s of grading on 2 workers)" in out
+    assert "1 graded before and kept" in out and "for 204.6 s of grading" not in out
+    fresh = summary(kept, wall_s=210.0, workers=2, now={("ann", "a1")})
+    assert "1 graded in this run (204.6 s of grading" in fresh and "before" not in fresh
+    nothing = summary([], course=tmp_path)
+    assert nothing.startswith("nothing to grade: no submission in") and str(tmp_path) in nothing
+
+
+def test_a_course_folder_that_is_not_there_is_named_and_nothing_is_left(tmp_path, capsys):
+    from grader.grading.__main__ import main
+
+    typo = tmp_path / "exercisez"
+    assert main(["--course", str(typo)]) == 1
+    err = capsys.readouterr().err
+    assert "not a course folder" in err and "exercisez" in err and "Traceback" not in err
+    assert not typo.exists()
+
+
 def test_the_progress_bar_redraws_one_line_on_a_terminal_and_logs_a_line_per_job(monkeypatch):
     import io
     from grader.grading.run.progress import Progress
