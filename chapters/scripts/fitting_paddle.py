@@ -139,14 +139,16 @@ def build(mode: str = "none") -> TinyGPT:
     return selective(model) if mode == "selective" else model
 
 
-def train(steps: int, mode: str = "none", lr: float = 3e-3):
-    """`steps` Adam steps on the chapter's batches. Returns the model and the losses."""
+def train(steps: int, mode: str = "none", dtype: str | None = None, lr: float = 3e-3):
+    """`steps` Adam steps on the chapter's batches; under `paddle.amp.auto_cast` with
+    `dtype` ("bfloat16", "float16") if given. Returns the model and the losses."""
     model = build(mode)
     opt = paddle.optimizer.Adam(learning_rate=lr, parameters=model.parameters())
     losses = []
     for step in range(steps):
         x, y = batch(step)
-        loss = loss_fn(forward(model, x, mode), y)
+        with paddle.amp.auto_cast(enable=dtype is not None, dtype=dtype or "bfloat16"):
+            loss = loss_fn(forward(model, x, mode), y)
         loss.backward()
         opt.step()
         opt.clear_grad()
