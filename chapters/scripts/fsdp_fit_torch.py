@@ -7,6 +7,7 @@ pass (`checkpoint` per block), against the same model trained plainly in one pro
 """
 import argparse
 import contextlib
+import math
 import os
 import warnings
 
@@ -33,7 +34,8 @@ def main() -> None:
     dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
     model = ft.build().to(device)
     counter = ft.SavedTensors(model)            # (before its parameters become shards)
-    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16,    # gathered, computed
+                                  reduce_dtype=torch.float32)    # gradients summed
     # each unit that `ft.forward` calls is sharded on its own (it calls them in turn,
     # not the model's own forward, so the model itself is no unit)
     for unit in [model.embed, *model.blocks.values(), model.norm, model.head]:
@@ -65,6 +67,11 @@ def main() -> None:
               f"{sum(counter.layers().values()):,} bytes, dtypes {saved_dtypes}")
         for s, (a, b) in enumerate(zip(losses, plain)):
             print(f"step {s}: loss {a:.4f} (one process, FP32: {b:.4f})")
+        worst = max(abs(a - b) for a, b in zip(losses, plain))
+        # the gap between neighbouring BF16 numbers at the loss's size
+        spacing = torch.finfo(torch.bfloat16).eps * 2 ** math.floor(math.log2(plain[0]))
+        print(f"largest difference {worst:.4f}; BF16 numbers near {plain[0]:.1f} are "
+              f"{spacing:.4f} apart")
     dist.destroy_process_group()
 
 
