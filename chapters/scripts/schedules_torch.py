@@ -184,6 +184,7 @@ def main() -> None:
         for name, error in failed.items():
             print(f"{name} did not run: {error}")
         if args.out:
+            os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
             with open(args.out, "w") as f:
                 json.dump({"framework": "PyTorch", "ranks": ranks, "device": device.type,
                            "batch": BATCH, "runs": runs, "failed": failed,

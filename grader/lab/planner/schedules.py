@@ -38,6 +38,8 @@ SCHEDULES = tuple(VIRTUAL)
 def bubble(schedule: str, p: int, m: int, v: int | None = None, f: float = 1.0,
            b: float = 1.0, w: float = 1.0) -> float:
     """The idle share of one step, equal stages, free transfers."""
+    if schedule not in VIRTUAL:
+        raise ValueError(f"unknown schedule {schedule!r}: use one of {SCHEDULES}")
     v = VIRTUAL[schedule] if v is None else v
     if p == 1:
         return 0.0
@@ -46,10 +48,8 @@ def bubble(schedule: str, p: int, m: int, v: int | None = None, f: float = 1.0,
         idle = (p - 1) * (f + b + w)
     elif schedule == "Interleaved 1F1B":
         idle = (p - 1) * (f + b + w) / v
-    elif schedule in ("Interleaved zero bubble", "ZBV zero bubble"):
+    else:                            # the zero-bubble schedules
         idle = (p - 1) * max(f + b - w, 0.0) / v
-    else:
-        raise ValueError(f"unknown schedule {schedule!r}: use one of {SCHEDULES}")
     return idle / (work + idle)
 
 
@@ -57,6 +57,8 @@ def in_flight(schedule: str, p: int, m: int, rank: int, v: int | None = None) ->
     """The most micro-batches whose activations rank ``rank`` holds at once (a forward
     ran, the last backward pass that needs them did not), in units of a whole rank's
     layers: with ``v`` virtual stages, one micro-batch on one stage counts ``1/v``."""
+    if schedule not in VIRTUAL:
+        raise ValueError(f"unknown schedule {schedule!r}: use one of {SCHEDULES}")
     v = VIRTUAL[schedule] if v is None else v
     if schedule == "GPipe":
         return float(m)
@@ -65,6 +67,4 @@ def in_flight(schedule: str, p: int, m: int, rank: int, v: int | None = None) ->
     if schedule == "Interleaved 1F1B":
         # Megatron's warm-up: 2(p - rank - 1) + (v - 1)p forwards, then one more
         return min(m * v, 2 * (p - rank - 1) + (v - 1) * p + 1) / v
-    if schedule in ("Interleaved zero bubble", "ZBV zero bubble"):
-        return float(min(m, p))
-    raise ValueError(f"unknown schedule {schedule!r}: use one of {SCHEDULES}")
+    return float(min(m, p))          # the zero-bubble schedules
