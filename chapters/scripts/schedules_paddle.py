@@ -1,12 +1,13 @@
-"""TinyGPT on 2 pipeline ranks in Paddle: GPipe, 1F1B and interleaved 1F1B (two
-virtual stages per rank, one block each), written out with paddle.distributed's
-point-to-point calls (send, recv).
+"""TinyGPT on 2 pipeline ranks in Paddle: GPipe, 1F1B, interleaved 1F1B (two virtual
+stages per rank, one block each) and the zero-bubble schedule ZB-H1, written out with
+paddle.distributed's point-to-point calls (send, recv).
 
     python -m paddle.distributed.launch --nproc_per_node 2 schedules_paddle.py
     python -m paddle.distributed.launch --gpus 0,1 schedules_paddle.py --device gpu
 
 Each schedule is a list of passes per rank: F (forward) and B (backward) of a stage
-and a micro-batch. Every stage records when it computes, on the clock all processes of
+and a micro-batch; ZB-H1 splits the backward into B (the gradient of the stage's input)
+and W (the gradient of its linear layers' weights, computed later). Every stage records when it computes, on the clock all processes of
 this machine share, and how many bytes each micro-batch's forward saves for its
 backward; every schedule trains next to a whole copy of the model, and their weights
 must agree.
@@ -17,16 +18,77 @@ import time
 
 import paddle
 import paddle.distributed as dist
+from paddle.autograd import PyLayer
 
 from tinygpt_paddle import BATCH, BLOCKS, SEQ, WIDTH, TinyGPT, batch, loss_fn
 
 STEPS, LR = 3, 3e-3          # step 0 warms up; 1-2 are timed
-VIRTUAL = {"GPipe": 1, "1F1B": 1, "Interleaved 1F1B": 2}   # stages per rank
+VIRTUAL = {"GPipe": 1, "1F1B": 1, "Interleaved 1F1B": 2, "ZB-H1": 1}  # stages per rank
+DEFERRED = []                # (linear layer, its input, its output's gradient) of a B
+
+
+class DeferredLinear(PyLayer):
+    """A linear layer whose backward computes only the gradient of its input; what
+    the weights' gradient needs waits in DEFERRED for the W pass."""
+    @staticmethod
+    def forward(ctx, x, layer):
+        ctx.save_for_backward(x)
+        ctx.layer = layer
+        out = paddle.matmul(x, layer.weight)          # weight: (in, out)
+        return out if layer.bias is None else out + layer.bias
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensor()
+        DEFERRED.append((ctx.layer, x, grad))
+        return paddle.matmul(grad, ctx.layer.weight, transpose_y=True)
+
+
+def weight_gradients(deferred: list) -> None:
+    """The W pass: each linear layer's weight and bias gradients, added to .grad."""
+    for layer, x, grad in deferred:
+        x, grad = x.reshape([-1, x.shape[-1]]), grad.reshape([-1, grad.shape[-1]])
+        for p, g in ((layer.weight, paddle.matmul(x, grad, transpose_x=True)),
+                     (layer.bias, grad.sum(0))):
+            if p is not None:
+                p.grad = g if p.grad is None else p.grad + g
+
+
+def zero_bubble_h1(ranks: int, micro: int) -> list[list[tuple]]:
+    """ZB-H1's passes for every rank (Qi et al. 2023, "Zero Bubble Pipeline
+    Parallelism"), from a clock on which every pass takes 1: a free rank runs the B of
+    its oldest micro-batch once the next stage's B is done, else a forward while it holds
+    fewer than 2p - rank - 1 micro-batches (until their W), else its oldest W."""
+    orders, done = [[] for _ in range(ranks)], {}
+    fwd, wait_b, wait_w = [0] * ranks, [[] for _ in range(ranks)], [[] for _ in range(ranks)]
+    t = 0
+    while any(len(o) < 3 * micro for o in orders):
+        for r in range(ranks):
+            if orders[r] and done[orders[r][-1]] > t:
+                continue                            # still busy
+            ready = lambda key: done.get(key, t + 1) <= t
+            if wait_b[r] and (r == ranks - 1 or ready(("B", r + 1, wait_b[r][0]))):
+                wait_w[r].append(wait_b[r].pop(0))
+                step = ("B", r, wait_w[r][-1])
+            elif (fwd[r] < micro and len(wait_b[r]) + len(wait_w[r]) < 2 * ranks - r - 1
+                  and (r == 0 or ready(("F", r - 1, fwd[r])))):
+                wait_b[r].append(fwd[r])
+                step, fwd[r] = ("F", r, fwd[r]), fwd[r] + 1
+            elif wait_w[r]:
+                step = ("W", r, wait_w[r].pop(0))
+            else:
+                continue                            # waits for the other ranks
+            orders[r].append(step)
+            done[step] = t + 1
+        t += 1
+    return orders
 
 
 def order(schedule: str, rank: int, ranks: int, micro: int) -> list[tuple]:
     """This rank's passes, (kind, stage, micro-batch), in the schedule's order. Stage s
     sits on rank s % ranks: with two stages per rank, rank 0 holds stages 0 and 2."""
+    if schedule == "ZB-H1":
+        return zero_bubble_h1(ranks, micro)[rank]
     if schedule == "GPipe":          # all forwards, then all backwards
         return [("F", rank, i) for i in range(micro)] + \
                [("B", rank, i) for i in range(micro)]
@@ -52,8 +114,8 @@ def message_order(orders: list[list[tuple]], stages: int) -> tuple[list, list]:
     """When each pass may start, and every transfer between ranks in one order both
     ranks follow. A send on gloo waits until the other rank receives: if both ranks
     sent at once they would wait forever. So the ranks replay the schedule on a clock
-    of their own (a forward takes 1, a backward 2) and do their sends and receives in
-    the order that clock gives them."""
+    of their own (a forward or W takes 1, a backward 2) and do their sends and receives
+    in the order that clock gives them."""
     ranks = len(orders)
     done, starts, free, pos = {}, [[] for _ in orders], [0.0] * ranks, [0] * ranks
     while any(pos[r] < len(orders[r]) for r in range(ranks)):
@@ -65,9 +127,11 @@ def message_order(orders: list[list[tuple]], stages: int) -> tuple[list, list]:
             needs = [("F", s - 1, i)] if kind == "F" and s > 0 else []
             if kind == "B":
                 needs = [("F", s, i)] + ([("B", s + 1, i)] if s < stages - 1 else [])
+            if kind == "W":
+                needs = [("B", s, i)]
             if all(n in done for n in needs):
                 start = max([free[r]] + [done[n] for n in needs])
-                free[r] = done[(kind, s, i)] = start + (1 if kind == "F" else 2)
+                free[r] = done[(kind, s, i)] = start + (2 if kind == "B" else 1)
                 starts[r].append(start)
                 pos[r] += 1
                 moved = True
@@ -87,7 +151,7 @@ def stage_step(schedule: str, parts: dict, rank: int, ranks: int, micro: int, x,
     starts, sends = message_order(orders, stages)
     xs, ys = paddle.split(x, micro), paddle.split(y, micro)
     mb = BATCH // micro
-    inbox, outbox, inputs, outputs, losses = {}, {}, {}, {}, []
+    inbox, outbox, inputs, outputs, losses, deferred = {}, {}, {}, {}, [], {}
     weights = {p.data_ptr() for part in parts.values() for p in part.parameters()}
 
     def transfer(kind, s, i):
@@ -135,12 +199,19 @@ def stage_step(schedule: str, parts: dict, rank: int, ranks: int, micro: int, x,
         events.append(("B", s, i, start, time.perf_counter()))
         if s > 0:
             outbox[("B", s, i)] = inputs.pop((s, i)).grad
+        deferred[(s, i)] = DEFERRED[:]              # empty unless the layers defer
+        DEFERRED.clear()
+
+    def weight(s, i):
+        start = time.perf_counter()
+        weight_gradients(deferred.pop((s, i)))
+        events.append(("W", s, i, start, time.perf_counter()))
 
     pending = list(sends)
     for (kind, s, i), start in zip(orders[rank], starts[rank]):
         while pending and pending[0][0] <= start:   # transfers due before this pass
             transfer(*pending.pop(0)[1:])
-        (forward if kind == "F" else backward)(s, i)
+        {"F": forward, "B": backward, "W": weight}[kind](s, i)
     for _, *message in pending:
         transfer(*message)
     return sum(losses) / micro if losses else None
@@ -151,6 +222,11 @@ def train(schedule: str, micro: int, rank: int, ranks: int) -> dict:
     per_stage = BLOCKS // stages
     parts = {s: TinyGPT(blocks=range(s * per_stage, (s + 1) * per_stage))
              for s in range(rank, stages, ranks)}
+    if schedule == "ZB-H1":          # every linear layer leaves its weights' gradient to W
+        for part in parts.values():
+            for layer in part.sublayers():
+                if isinstance(layer, paddle.nn.Linear):
+                    layer.forward = lambda x, layer=layer: DeferredLinear.apply(x, layer)
     params = [p for part in parts.values() for p in part.parameters()]
     opt = paddle.optimizer.Adam(learning_rate=LR, parameters=params)
     steps, losses, times, saved = [], [], [], {}
@@ -208,7 +284,7 @@ def main() -> None:
     if rank == 0:
         print(f"TinyGPT on {ranks} pipeline ranks on {args.device}, {BATCH} sequences "
               f"per step, {STEPS} Adam steps; the last step's passes per rank, in order "
-              "(F forward, B backward; stage.micro-batch):")
+              "(F forward, B backward, W weight gradient; stage.micro-batch):")
         for everyone in runs:
             print(f"{everyone[0]['schedule']}, {everyone[0]['micro']} micro-batches")
             for r, run in enumerate(everyone):

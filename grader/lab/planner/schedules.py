@@ -20,18 +20,22 @@ gradient (a plain backward is ``b + w``).
   first forwards, as interleaved ZB's: ``(p-1)(f+b-w)/v``. (The paper's "zero" is the
   steady state's; PyTorch's order, replayed on equal stages, idles exactly this much.)
 
-Activations in flight: GPipe holds all ``m``; 1F1B ``p - rank``; interleaved 1F1B
-Megatron's warm-up plus one, ``2(p - rank - 1) + (v-1)p + 1`` stage-micro-batches of
-``1/v`` each; the zero-bubble schedules ``p`` on every rank (ZB-V's even memory; for
-interleaved ZB, what PyTorch's order holds on 2 ranks).
+Activations in flight (a micro-batch counts from its forward to its last backward
+pass, its W where there is one): GPipe holds all ``m``; 1F1B ``p - rank``; interleaved
+1F1B Megatron's warm-up plus one, ``2(p - rank - 1) + (v-1)p + 1`` stage-micro-batches
+of ``1/v`` each; PyTorch's zero-bubble schedules ``p`` on every rank (ZB-V's even
+memory; for interleaved ZB, what PyTorch's order holds on 2 ranks); ZB-H1 as the
+Paddle script orders it (a rank starts a forward while it holds fewer than
+``2p - rank - 1``) reaches its bubble with that many: deferring W holds activations
+longer.
 """
 from __future__ import annotations
 
 __all__ = ["SCHEDULES", "VIRTUAL", "bubble", "in_flight"]
 
 # the schedules the page runs, and how many stages each puts on a rank by default
-VIRTUAL = {"GPipe": 1, "1F1B": 1, "Interleaved 1F1B": 2, "Interleaved zero bubble": 2,
-           "ZBV zero bubble": 2}
+VIRTUAL = {"GPipe": 1, "1F1B": 1, "Interleaved 1F1B": 2, "ZB-H1": 1,
+           "Interleaved zero bubble": 2, "ZBV zero bubble": 2}
 SCHEDULES = tuple(VIRTUAL)
 
 
@@ -67,4 +71,6 @@ def in_flight(schedule: str, p: int, m: int, rank: int, v: int | None = None) ->
     if schedule == "Interleaved 1F1B":
         # Megatron's warm-up: 2(p - rank - 1) + (v - 1)p forwards, then one more
         return min(m * v, 2 * (p - rank - 1) + (v - 1) * p + 1) / v
-    return float(min(m, p))          # the zero-bubble schedules
+    if schedule == "ZB-H1":          # as schedules_paddle.py orders it
+        return float(min(m, 2 * p - rank - 1))
+    return float(min(m, p))          # PyTorch's zero-bubble schedules

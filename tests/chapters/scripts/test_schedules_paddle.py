@@ -16,8 +16,8 @@ from grader.lab.planner import schedules as S
 
 from ._run import SCRIPTS, run
 
-CASES = [(s, p, m) for s in ("GPipe", "1F1B", "Interleaved 1F1B")
-         for p in (2, 4) for m in (4, 8)]
+CASES = [(s, p, m) for s in ("GPipe", "1F1B", "Interleaved 1F1B", "ZB-H1")
+         for p in (2, 4) for m in (4, 8)] + [("ZB-H1", 3, 6)]
 
 
 @pytest.fixture(scope="module")
@@ -40,11 +40,14 @@ def test_each_stage_runs_every_micro_batchs_f_and_b_once(script, schedule, p, m)
     for rank in range(p):
         passes = script.order(schedule, rank, p, m)
         mine = range(rank, p * v, p)
-        want = sorted((k, s, i) for k in "FB" for s in mine for i in range(m))
+        kinds = "FBW" if schedule == "ZB-H1" else "FB"
+        want = sorted((k, s, i) for k in kinds for s in mine for i in range(m))
         assert sorted(passes) == want
-        # a stage's backward of a micro-batch comes after its forward
+        # a stage's backward of a micro-batch comes after its forward, W after B
         assert all(passes.index(("F", s, i)) < passes.index(("B", s, i))
                    for _, s, i in passes)
+        assert all(passes.index(("B", s, i)) < passes.index(("W", s, i))
+                   for k, s, i in passes if k == "W")
 
 
 @pytest.mark.parametrize("schedule,p,m", CASES)
@@ -60,7 +63,8 @@ def test_the_orders_can_run_together_and_agree_on_the_messages(script, schedule,
 def test_on_equal_stages_the_order_idles_what_its_formula_says(script, schedule, p, m):
     v = script.VIRTUAL[schedule]
     orders = [script.order(schedule, r, p, m) for r in range(p)]
-    for f, b in ((1.0, 2.0), (1.0, 1.0)):                  # any forward : backward
+    # any forward : backward; a split backward's B and W as long as a forward
+    for f, b in ((1.0, 2.0), (1.0, 1.0)) if schedule != "ZB-H1" else ((1.0, 1.0),):
         ran = replay(orders, lambda k, s: f if k == "F" else b, p * v)
         assert bubble_of(ran) == pytest.approx(S.bubble(schedule, p, m, v), abs=1e-9)
         # and each rank holds the micro-batches the planner says
@@ -83,7 +87,7 @@ def test_launched_it_trains_every_schedule_to_the_whole_models_weights(tmp_path)
          "--nproc_per_node", "2", "--log_dir", "log", str(SCRIPTS / "schedules_paddle.py"),
          "--micro", "4", "--out", "s.json"], tmp_path, timeout=300)
     found = rows(json.loads((tmp_path / "s.json").read_text()))
-    assert [r.schedule for r in found] == ["GPipe", "1F1B", "Interleaved 1F1B"]
+    assert [r.schedule for r in found] == ["GPipe", "1F1B", "Interleaved 1F1B", "ZB-H1"]
     for r in found:
         assert r.weight_diff <= 1e-4
         assert r.equal == pytest.approx(r.formula, abs=1e-9)

@@ -30,7 +30,8 @@ def launched(tmp_path_factory) -> dict:
 def test_every_schedule_runs_and_trains_to_the_whole_models_weights(launched):
     assert launched["failed"] == {}
     found = rows(launched)
-    assert [r.schedule for r in found] == list(S.SCHEDULES)
+    assert [r.schedule for r in found] == ["GPipe", "1F1B", "Interleaved 1F1B",
+                                           "Interleaved zero bubble", "ZBV zero bubble"]
     assert all(r.weight_diff <= 1e-4 for r in found)
 
 
