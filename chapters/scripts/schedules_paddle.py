@@ -7,10 +7,10 @@ paddle.distributed's point-to-point calls (send, recv).
 
 Each schedule is a list of passes per rank: F (forward) and B (backward) of a stage
 and a micro-batch; ZB-H1 splits the backward into B (the gradient of the stage's input)
-and W (the gradient of its linear layers' weights, computed later). Every stage records when it computes, on the clock all processes of
-this machine share, and how many bytes each micro-batch's forward saves for its
-backward; every schedule trains next to a whole copy of the model, and their weights
-must agree.
+and W (the gradient of its linear layers' weights, computed later). Every stage
+records when it computes, on the clock all processes of this machine share, and how
+many bytes each micro-batch's forward saves for its backward; every schedule trains
+next to a whole copy of the model, and their weights must agree.
 """
 import argparse
 import json
@@ -55,12 +55,14 @@ def weight_gradients(deferred: list) -> None:
 
 
 def zero_bubble_h1(ranks: int, micro: int) -> list[list[tuple]]:
-    """ZB-H1's passes for every rank (Qi et al. 2023, "Zero Bubble Pipeline
-    Parallelism"), from a clock on which every pass takes 1: a free rank runs the B of
-    its oldest micro-batch once the next stage's B is done, else a forward while it holds
+    """ZB-H1's passes for every rank (Qi et al., "Zero Bubble Pipeline Parallelism",
+    ICLR 2024), from a clock on which every pass takes 1: a free rank runs the B of its
+    oldest micro-batch once the next stage's B is done, else a forward while it holds
     fewer than 2p - rank - 1 micro-batches (until their W), else its oldest W."""
     orders, done = [[] for _ in range(ranks)], {}
-    fwd, wait_b, wait_w = [0] * ranks, [[] for _ in range(ranks)], [[] for _ in range(ranks)]
+    fwd = [0] * ranks                               # the next forward's micro-batch
+    wait_b = [[] for _ in range(ranks)]             # forwarded, waiting for their B
+    wait_w = [[] for _ in range(ranks)]             # B done, waiting for their W
     t = 0
     while any(len(o) < 3 * micro for o in orders):
         for r in range(ranks):
@@ -222,11 +224,11 @@ def train(schedule: str, micro: int, rank: int, ranks: int) -> dict:
     per_stage = BLOCKS // stages
     parts = {s: TinyGPT(blocks=range(s * per_stage, (s + 1) * per_stage))
              for s in range(rank, stages, ranks)}
-    if schedule == "ZB-H1":          # every linear layer leaves its weights' gradient to W
+    if schedule == "ZB-H1":          # linear layers leave their weights' gradient to W
         for part in parts.values():
             for layer in part.sublayers():
                 if isinstance(layer, paddle.nn.Linear):
-                    layer.forward = lambda x, layer=layer: DeferredLinear.apply(x, layer)
+                    layer.forward = lambda x, lin=layer: DeferredLinear.apply(x, lin)
     params = [p for part in parts.values() for p in part.parameters()]
     opt = paddle.optimizer.Adam(learning_rate=LR, parameters=params)
     steps, losses, times, saved = [], [], [], {}
@@ -283,7 +285,8 @@ def main() -> None:
             runs.append(everyone)
     if rank == 0:
         print(f"TinyGPT on {ranks} pipeline ranks on {args.device}, {BATCH} sequences "
-              f"per step, {STEPS} Adam steps; the last step's passes per rank, in order "
+              f"per step, {STEPS} Adam steps; the last step's passes per rank, in "
+              "order "
               "(F forward, B backward, W weight gradient; stage.micro-batch):")
         for everyone in runs:
             print(f"{everyone[0]['schedule']}, {everyone[0]['micro']} micro-batches")

@@ -48,8 +48,8 @@ SCHEDULES = {"GPipe": (ScheduleGPipe, 1, looped),
 
 
 def timed(stage: PipelineStage, events: list, saved: dict) -> None:
-    """Record each pass the stage computes: F (forward), B (backward: the whole of it, or
-    in the zero-bubble schedules only the gradient of the stage's input) and W (the
+    """Record each pass the stage computes: F (forward), B (backward: the whole of it,
+    or in the zero-bubble schedules only the gradient of the stage's input) and W (the
     weights' gradient, which zero-bubble schedules run later). The forward also counts
     the bytes of the activations autograd keeps for backward (the weights excluded)."""
     weights = {p.untyped_storage().data_ptr() for p in stage.submod.parameters()}
@@ -116,7 +116,7 @@ def train(name: str, micro: int, rank: int, ranks: int, device) -> dict:
         opt.zero_grad()
         times.append(time.perf_counter() - start)
         steps.append(events)
-        if inputs:                                # the last stage: each micro-batch's loss
+        if inputs:                                # the last stage: the losses
             losses.append(sum(v.item() for v in inputs["losses"]) / micro)
     state = {k: v for part in parts for k, v in part.state_dict().items()}
     return {"schedule": name, "micro": micro, "virtual": virtual, "stages": numbers,
@@ -160,15 +160,15 @@ def main() -> None:
                 where = traceback.extract_tb(e.__traceback__)[-1]
                 failed[name] += f"\n    raised in {where.name} ({where.filename})"
                 continue
-            state = run.pop("state")              # this rank's names are the whole model's
+            state = run.pop("state")              # the whole model's names, in part
             run["weight_diff"] = max((w - reference[k]).abs().max().item()
                                      for k, w in state.items())
             everyone = [None] * ranks
             dist.all_gather_object(everyone, run)
             runs.append(everyone)
     if rank == 0:
-        print(f"TinyGPT on {ranks} pipeline ranks on {device.type}, {BATCH} sequences a "
-              f"step, {STEPS} Adam steps; the last step's passes per rank, in order "
+        print(f"TinyGPT on {ranks} pipeline ranks on {device.type}, {BATCH} sequences "
+              f"a step, {STEPS} Adam steps; the last step's passes per rank, in order "
               "(F forward, B backward, W weight gradient; stage.micro-batch):")
         for everyone in runs:
             head = f"{everyone[0]['schedule']}, {everyone[0]['micro']} micro-batches"
@@ -186,9 +186,9 @@ def main() -> None:
         if args.out:
             os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
             with open(args.out, "w") as f:
-                json.dump({"framework": "PyTorch", "ranks": ranks, "device": device.type,
-                           "batch": BATCH, "runs": runs, "failed": failed,
-                           "ref_losses": ref_losses}, f)
+                json.dump({"framework": "PyTorch", "ranks": ranks,
+                           "device": device.type, "batch": BATCH, "runs": runs,
+                           "failed": failed, "ref_losses": ref_losses}, f)
     dist.destroy_process_group()
 
 

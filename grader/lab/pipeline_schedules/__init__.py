@@ -10,7 +10,8 @@ The page imports ``rows``, ``replay``, ``timeline`` (from :mod:`.measure`),
 ``schedule_table``, ``timelines_figure``, ``comparison_figure`` (:mod:`.figures`) and
 the sentence functions of :mod:`.words`.
 """
-from .measure import ScheduleRow, bubble_of, in_flight, pass_times, replay, rows, timeline
+from .measure import (ScheduleRow, bubble_of, in_flight, pass_times, replay, rows,
+                      timeline)
 
 __all__ = ["ScheduleRow", "bubble_of", "in_flight", "pass_times", "replay", "rows",
            "timeline"]

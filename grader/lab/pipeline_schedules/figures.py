@@ -59,9 +59,9 @@ def timelines_figure(run: dict, micro: int, title: str = ""):
 
 
 def comparison_figure(rows_by_framework: dict[str, list[ScheduleRow]], micro: int):
-    """Left: each schedule's bubble with ``micro`` micro-batches, by formula, replayed on
-    the measured stage times, and measured (whiskers: the timed steps' range). Right: the
-    most activation bytes one rank held."""
+    """Left: each schedule's bubble with ``micro`` micro-batches, by formula, replayed
+    on the measured stage times, and measured (whiskers: the timed steps' range).
+    Right: the most activation bytes one rank held."""
     import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))

@@ -19,8 +19,8 @@ def departure(row: ScheduleRow) -> str:
              f"({stages[slow] / stages[fast]:.1f} times the fastest)."]
     unequal = row.unequal - row.formula
     if unequal > 0.005:
-        lines.append(f"Replayed in the run's order on these times, with free transfers, "
-                     f"the ranks idle {row.unequal:.0%} of the step against "
+        lines.append(f"Replayed in the run's order on these times, with free "
+                     f"transfers, the ranks idle {row.unequal:.0%} of the step against "
                      f"{row.formula:.0%} on equal stages: the unequal stages account "
                      f"for {100 * unequal:.0f} percentage points.")
     else:
@@ -29,11 +29,12 @@ def departure(row: ScheduleRow) -> str:
                      "unequal stages cost this order nothing measurable.")
     rest = row.bubble - row.unequal
     if rest > 0.005:
-        lines.append(f"The measured {row.bubble:.0%} leaves {100 * rest:.0f} points that "
-                     "the stages' compute times and the order do not explain: time between "
-                     "the timed passes (sends and receives, the schedule's own work) and "
-                     "the other processes on this machine's cores, which the page does not "
-                     "time apart.")
+        lines.append(f"The measured {row.bubble:.0%} leaves {100 * rest:.0f} points "
+                     "that the stages' compute times and the order do not explain: "
+                     "time "
+                     "between the timed passes (sends and receives, the schedule's own "
+                     "work) and the other processes on this machine's cores, which the "
+                     "page does not time apart.")
     else:
         lines.append(f"The measured {row.bubble:.0%} is no more than that replay: the "
                      "transfers added no idle time this run could see.")
@@ -68,7 +69,14 @@ def compare(rows: list[ScheduleRow], micro: int) -> str:
             f"({most.bubble:.0%}); ")
     if same:
         return text + "the measured order is the formulas' order."
-    return text + (f"the formulas put {by_formula[0].schedule} first "
-                   f"({by_formula[0].formula:.0%}) and {by_formula[-1].schedule} last "
-                   f"({by_formula[-1].formula:.0%}), so on this machine something the "
-                   "formulas leave out (stage times, transfers) decides the order.")
+    first = [r.schedule for r in mine if r.formula == by_formula[0].formula]
+    last = [r.schedule for r in mine if r.formula == by_formula[-1].formula]
+    low, high = by_formula[0].formula, by_formula[-1].formula
+    return text + (f"the formulas put {_names(first)} first ({low:.0%})"
+                   f" and {_names(last)} last ({high:.0%}): on this "
+                   "machine what the formulas leave out (the stages' unequal times, "
+                   "the time between passes) decides the order.")
+
+
+def _names(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]

@@ -82,4 +82,6 @@ def test_compare_says_whether_the_measured_order_is_the_formulas():
     assert compare(rows, 8).endswith("the measured order is the formulas' order.")
     rows = [row("1F1B", (0.3,), 0.2), row("Interleaved 1F1B", (0.5,), 0.1)]
     assert "the formulas put Interleaved 1F1B first" in compare(rows, 8)
+    rows.append(row("GPipe", (0.4,), 0.2))                 # a tie for last is named
+    assert "1F1B and GPipe last (20%)" in compare(rows, 8)
     assert compare(rows, 4).startswith("Fewer than two")
