@@ -12,8 +12,8 @@ gradient (a plain backward is ``b + w``).
   ``(p-1)/(m+p-1)`` (Huang et al. 2019; Narayanan et al. 2021).
 - Interleaved 1F1B fills and drains the pipeline with passes ``v`` times shorter:
   ``(p-1)/(vm+p-1)`` (Narayanan et al. 2021).
-- ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024) runs 1F1B's order but
-  moves each weight-gradient pass W into the cool-down's gaps: idle ``(p-1)(f+b-w)``,
+- ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024) splits 1F1B's
+  backward and fills the pipeline's gaps with the W passes: idle ``(p-1)(f+b-w)``,
   ``(p-1)/(3m+p-1)`` when ``f = b = w``; interleaved over ``v`` stages, ``v`` times
   less.
 - ZB-V (the same paper's V-shaped schedule, PyTorch's ``ScheduleZBVZeroBubble``): two
