@@ -26,7 +26,8 @@ def schedule_table(rows_by_framework: dict[str, list[ScheduleRow]]) -> str:
                          f"{r.formula:>15.1%} {r.equal:>6.1%} {r.unequal:>7.1%} "
                          f"{r.bubble:>8.1%} {spread:<11}  {held:<18} {mib}")
     lines.append("equal: the run's own order replayed on equal stages with free "
-                 "transfers; unequal: replayed on the stages' measured pass times.")
+                 "transfers (where W is split off, f = b = w); unequal: replayed on the "
+                 "stages' measured pass times.")
     lines.append("in flight: micro-batches one rank held activations of at most (one "
                  "per stage it holds); MiB: the bytes their forwards saved.")
     return "\n".join(lines)
