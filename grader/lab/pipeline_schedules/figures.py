@@ -65,7 +65,7 @@ def comparison_figure(rows_by_framework: dict[str, list[ScheduleRow]], micro: in
     Right: the most activation bytes one rank held."""
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.9))
     names = list(dict.fromkeys(r.schedule for rs in rows_by_framework.values()
                                for r in rs))
     groups = [(fw, r) for fw, rs in rows_by_framework.items() for r in rs
@@ -92,8 +92,10 @@ def comparison_figure(rows_by_framework: dict[str, list[ScheduleRow]], micro: in
                       fontsize=7)
     left.set_ylabel(f"idle share of the step (m = {micro})")
     left.set_ylim(0, 1)
-    left.legend(fontsize=7, frameon=False, loc="upper left")
+    left.legend(fontsize=7, frameon=False, loc="lower left", bbox_to_anchor=(0, 1.0),
+                ncol=2)
     right.set_ylabel("activations held, busiest rank (MiB)")
-    right.legend(fontsize=7, frameon=False)
+    right.legend(fontsize=7, frameon=False, loc="lower left", bbox_to_anchor=(0, 1.0),
+                 ncol=2)
     fig.tight_layout()
     return fig

@@ -85,3 +85,31 @@ def test_compare_says_whether_the_measured_order_is_the_formulas():
     rows.append(row("GPipe", (0.4,), 0.2))                 # a tie for last is named
     assert "1F1B and GPipe last (20%)" in compare(rows, 8)
     assert compare(rows, 4).startswith("Fewer than two")
+
+
+def synthetic_run(p: int = 2, m: int = 4) -> dict:
+    """A run's JSON as the scripts write it, from 1F1B replayed on equal stages twice
+    (two timed steps) with a stage's saved bytes."""
+    orders = [one_f_one_b(r, p, m) for r in range(p)]
+    ran = replay(orders, lambda k, s: 0.001 if k == "F" else 0.002, p)
+    ranks = [{"schedule": "1F1B", "micro": m, "virtual": 1, "stages": [r],
+              "steps": [ran[r], ran[r]], "times": [0.02, 0.02], "losses": [1.0],
+              "saved_bytes": {str(r): 2**20}, "weight_diff": 1e-6} for r in range(p)]
+    return {"framework": "PyTorch", "ranks": p, "runs": [ranks], "failed": {}}
+
+
+def test_rows_read_a_run_back_and_the_figures_draw_it():
+    import matplotlib
+    matplotlib.use("Agg")
+    from grader.lab.pipeline_schedules import rows
+    from grader.lab.pipeline_schedules.figures import (comparison_figure, schedule_table,
+                                                       timelines_figure)
+
+    run = synthetic_run()
+    (r,) = rows(run)
+    assert r.bubbles == pytest.approx([1 / 5, 1 / 5]) and r.formula == pytest.approx(0.2)
+    assert r.equal == pytest.approx(0.2) and r.unequal == pytest.approx(0.2)
+    assert r.in_flight == [2, 1] and r.in_flight_bytes == [2 * 2**20, 2**20]
+    assert "1F1B" in schedule_table({"PyTorch": [r]})
+    assert len(timelines_figure(run, micro=4).axes) == 1
+    assert len(comparison_figure({"PyTorch": [r]}, micro=4).axes) == 2
