@@ -30,13 +30,14 @@ class Block(nn.Layer):
 
     def attention(self, x: paddle.Tensor) -> paddle.Tensor:
         b, s, _ = x.shape                                       # (b, s, width)
-        q, k, v = self.qkv(x).reshape([b, s, 3, HEADS, WIDTH // HEADS]).unbind(2)
+        # -1: the heads this copy holds (all HEADS, or a tensor-parallel rank's share)
+        q, k, v = self.qkv(x).reshape([b, s, 3, -1, WIDTH // HEADS]).unbind(2)
         q, k, v = (t.transpose([0, 2, 1, 3]) for t in (q, k, v))  # (b, heads, s, d)
         scores = q @ k.transpose([0, 1, 3, 2]) / math.sqrt(WIDTH // HEADS)
         future = paddle.triu(paddle.ones([s, s]), 1).astype("bool")
         scores = paddle.where(future, paddle.full_like(scores, float("-inf")), scores)
         weights = nn.functional.softmax(scores, axis=-1)
-        out = (weights @ v).transpose([0, 2, 1, 3]).reshape([b, s, WIDTH])
+        out = (weights @ v).transpose([0, 2, 1, 3]).reshape([b, s, -1])
         return self.proj(out)
 
     def forward(self, x: paddle.Tensor) -> paddle.Tensor:

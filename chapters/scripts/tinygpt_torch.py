@@ -29,12 +29,13 @@ class Block(nn.Module):
 
     def attention(self, x: torch.Tensor) -> torch.Tensor:
         b, s, _ = x.shape                                       # (b, s, width)
-        q, k, v = self.qkv(x).view(b, s, 3, HEADS, WIDTH // HEADS).unbind(2)
+        # -1: the heads this copy holds (all HEADS, or a tensor-parallel rank's share)
+        q, k, v = self.qkv(x).view(b, s, 3, -1, WIDTH // HEADS).unbind(2)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))        # (b, heads, s, d)
         scores = q @ k.transpose(-2, -1) / math.sqrt(WIDTH // HEADS)
         future = torch.ones(s, s, dtype=torch.bool, device=x.device).triu(1)
         weights = scores.masked_fill(future, float("-inf")).softmax(-1)
-        return self.proj((weights @ v).transpose(1, 2).reshape(b, s, WIDTH))
+        return self.proj((weights @ v).transpose(1, 2).reshape(b, s, -1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attention(self.norm1(x))

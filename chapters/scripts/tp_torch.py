@@ -1,0 +1,369 @@
+"""Tensor and sequence parallelism for the sharding chapter's TinyGPT, on ranks.
+
+    torchrun --standalone --nproc_per_node 2 tp_torch.py --out tp.json     # CPU, gloo
+    torchrun --standalone --nproc_per_node 4 tp_torch.py --dp 2            # 2 dp x 2 tp
+    torchrun --standalone --nproc_per_node 2 tp_torch.py --device cuda     # GPUs, NCCL
+
+Each way of splitting trains STEPS steps beside the one-process model, from the same
+weights on the same batches, and must agree with it:
+
+  by hand  Megatron's two operators (Shoeybi et al. 2019) as autograd functions: f is
+           the identity forward and an all-reduce of the gradient backward, g the
+           reverse. Column-parallel linear (f, then this rank's rows of the weight) then
+           row-parallel linear (this rank's columns, then g): the attention's q/k/v
+           product and its projection (a rank holds HEADS/tp heads), the MLP's two
+           linears. Embedding, norms and head stay whole on every rank.
+  TP       the same split with DTensor: parallelize_module with ColwiseParallel and
+           RowwiseParallel, the embedding and head split along the vocabulary, the loss
+           computed on the split logits (loss_parallel).
+  TP+SP    plus SequenceParallel: the norms and residuals hold s/tp tokens; each
+           all-reduce becomes a reduce-scatter and an all-gather (Korthikanti et al. 2022).
+
+With --dp > 1 the TP+SP model is also trained on a 2-D mesh, dp x tp: the batch split
+along "dp" and the parameters sharded along it by FSDP2's fully_shard.
+"""
+import argparse
+import copy
+import json
+import warnings
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from torch.distributed._functional_collectives import AsyncCollectiveTensor
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor import DTensor, Replicate, Shard
+from torch.distributed.tensor.debug import CommDebugMode
+from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+                                               SequenceParallel, loss_parallel,
+                                               parallelize_module)
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from tinygpt_torch import BATCH, HEADS, WIDTH, TinyGPT, batch, loss_fn
+
+warnings.filterwarnings("ignore", message="Full backward hook")  # CommDebugMode's tracker
+warnings.filterwarnings("ignore", message=".*deprecated")   # gloo's old collective names
+STEPS, LR = 3, 3e-3
+GROUP = None       # the tensor-parallel process group of the by-hand model
+
+
+# --- Megatron's conjugate operators ---------------------------------------------------
+class Copy(torch.autograd.Function):
+    """f: the identity forward; backward, each rank's gradient is only the part its
+    columns of the next weight caused: all-reduce to add them up."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = grad.contiguous().clone()
+        dist.all_reduce(grad, group=GROUP)
+        return grad
+
+
+class Reduce(torch.autograd.Function):
+    """g: forward, each rank holds a partial sum of the output: all-reduce it; backward,
+    the gradient of a sum reaches every summand whole: the identity."""
+
+    @staticmethod
+    def forward(ctx, x):
+        x = x.contiguous().clone()
+        dist.all_reduce(x, group=GROUP)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+class ColumnParallel(nn.Module):
+    """This rank's output features of `full`: f, then (b, s, in) @ (in, out/tp)."""
+
+    def __init__(self, full: nn.Linear, rows: torch.Tensor) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(full.weight.detach()[rows].clone())
+        self.bias = None if full.bias is None else \
+            nn.Parameter(full.bias.detach()[rows].clone())
+
+    def forward(self, x):
+        return F.linear(Copy.apply(x), self.weight, self.bias)
+
+
+class RowParallel(nn.Module):
+    """This rank's input features of `full`: (b, s, in/tp) @ (in/tp, out), then g; the
+    bias is added once, after the sum."""
+
+    def __init__(self, full: nn.Linear, cols: torch.Tensor) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(full.weight.detach()[:, cols].clone())
+        self.bias = nn.Parameter(full.bias.detach().clone())
+
+    def forward(self, x):
+        return Reduce.apply(F.linear(x, self.weight)) + self.bias
+
+
+def head_rows(rank: int, tp: int) -> torch.Tensor:
+    """Rows of the fused q/k/v weight (3*WIDTH, WIDTH) for this rank's HEADS/tp heads:
+    its queries, its keys, its values."""
+    part = WIDTH // tp
+    return torch.cat([c * WIDTH + rank * part + torch.arange(part) for c in range(3)])
+
+
+def by_hand(model: TinyGPT, rank: int, tp: int) -> TinyGPT:
+    part, hidden = WIDTH // tp, 4 * WIDTH // tp
+    for block in model.blocks.values():
+        block.qkv = ColumnParallel(block.qkv, head_rows(rank, tp))
+        block.proj = RowParallel(block.proj, torch.arange(rank * part, (rank + 1) * part))
+        mine = torch.arange(rank * hidden, (rank + 1) * hidden)
+        block.mlp[0] = ColumnParallel(block.mlp[0], mine)
+        block.mlp[2] = RowParallel(block.mlp[2], mine)
+    return model
+
+
+# --- the same with PyTorch's API ------------------------------------------------------
+def with_api(model: TinyGPT, mesh, tp: int, sp: bool) -> TinyGPT:
+    """ColwiseParallel splits a weight's rows in tp equal chunks, in order. The fused
+    q/k/v weight holds all queries, then all keys, then all values: regroup its rows
+    first, so that chunk r is rank r's heads (the one-process model reads them back)."""
+    order = torch.cat([head_rows(r, tp) for r in range(tp)])
+    for block in model.blocks.values():
+        block.qkv.weight = nn.Parameter(block.qkv.weight.detach()[order].clone())
+    seq = Shard(1) if sp else Replicate()     # the layout between the blocks
+    block_plan = {"qkv": ColwiseParallel(input_layouts=seq),
+                  "proj": RowwiseParallel(output_layouts=seq),
+                  "mlp.0": ColwiseParallel(input_layouts=seq),
+                  "mlp.2": RowwiseParallel(output_layouts=seq)}
+    if sp:
+        block_plan |= {"norm1": SequenceParallel(), "norm2": SequenceParallel()}
+    for block in model.blocks.values():
+        parallelize_module(block, mesh, block_plan)
+    top = {"embed": RowwiseParallel(input_layouts=Replicate(), output_layouts=seq),
+           # logits split along the vocabulary, for loss_parallel
+           "head": ColwiseParallel(input_layouts=seq, use_local_output=False)}
+    if sp:
+        top["norm"] = SequenceParallel()
+    return parallelize_module(model, mesh, top)
+
+
+# --- what a step moves and keeps -------------------------------------------------------
+def local(t: torch.Tensor) -> torch.Tensor:
+    return t.to_local() if isinstance(t, DTensor) else t
+
+
+# the collectives' names, by hand (c10d) and through DTensor (functional collectives)
+# (and FSDP's, along "dp")
+KINDS = {"allreduce": "all_reduce", "all_reduce": "all_reduce",
+         "all_gather_into_tensor": "all_gather", "reduce_scatter_tensor": "reduce_scatter",
+         "allgather_base": "all_gather", "reduce_scatter_base": "reduce_scatter"}
+
+
+class Collectives(TorchDispatchMode):
+    """Every collective this rank starts: its name, the bytes of the whole tensor it
+    works on (the largest of its tensors) and its group's size."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func._overloadpacket.__name__.strip("_")
+        if func.namespace in ("c10d", "_c10d_functional") and name in KINDS:
+            flat = [a for arg in args for a in (arg if isinstance(arg, list) else [arg])]
+            size = max(t.numel() * t.element_size() for t in flat
+                       if isinstance(t, torch.Tensor))
+            if func.namespace == "_c10d_functional":   # (tensor, [group size,] name)
+                ranks = args[1] if name == "all_gather_into_tensor" else \
+                    dist.distributed_c10d._resolve_process_group(args[-1]).size()
+            else:                                      # a ProcessGroup among the args
+                ranks = next(dist.ProcessGroup.unbox(a).size() for a in flat
+                             if isinstance(a, torch.ScriptObject)
+                             and "ProcessGroup" in str(a._type()))
+            if name == "all_gather_into_tensor":       # its argument is one shard
+                size *= ranks
+            self.calls.append([KINDS[name], size, ranks])
+        return func(*args, **(kwargs or {}))
+
+
+class Saved:
+    """The bytes autograd saves for the backward pass (each storage once, weights left
+    out: a product saves its weight, which is no new memory)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model, self.bytes = model, {}
+
+    def pack(self, t):
+        mine = local(t)
+        if isinstance(mine, AsyncCollectiveTensor):   # a collective's output, in flight
+            mine = mine.trigger_wait()
+        storage = mine.untyped_storage()
+        weights = {local(p).untyped_storage().data_ptr() for p in self.model.parameters()}
+        if storage.data_ptr() not in weights:
+            self.bytes[storage.data_ptr()] = storage.nbytes()
+        return t
+
+
+def step(model, opt, tokens, targets, parallel_loss: bool, watch: bool):
+    """One training step; when watched, its collectives (forward and backward apart),
+    the activations it saved, and its logits and gradients."""
+    logged = {"forward": Collectives(), "backward": Collectives(),
+              "optimizer": Collectives()}
+    counts = {"forward": CommDebugMode(), "backward": CommDebugMode()}
+    saved = Saved(model)
+    hooks = torch.autograd.graph.saved_tensors_hooks(saved.pack, lambda t: t)
+    with logged["forward"] if watch else _none(), counts["forward"] if watch else _none(), \
+            hooks if watch else _none():
+        logits = model(tokens)
+        with loss_parallel() if parallel_loss else _none():
+            loss = loss_fn(logits, targets)
+    with logged["backward"] if watch else _none(), \
+            counts["backward"] if watch else _none():
+        with loss_parallel() if parallel_loss else _none():
+            loss.backward()
+        for p in model.parameters():
+            # SequenceParallel's norms see s/tp tokens: their gradients are partial
+            # sums over the ranks' tokens; the optimizer needs them summed
+            if isinstance(p.grad, DTensor) and any(q.is_partial() for q in p.grad.placements):
+                p.grad = p.grad.redistribute(placements=[
+                    Replicate() if q.is_partial() else q for q in p.grad.placements])
+    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters()} \
+        if watch else None
+    with logged["optimizer"] if watch else _none():
+        opt.step()
+    out = {}
+    if watch:
+        whole = logits.full_tensor() if isinstance(logits, DTensor) else logits
+        out = {"logits": whole.detach().clone(),
+               "grads": grads,
+               "collectives": {k: v.calls for k, v in logged.items()},
+               "comm_debug": {k: {str(op).split(".")[-1]: n for op, n in
+                                  v.get_comm_counts().items()} for k, v in counts.items()},
+               "activations": sum(saved.bytes.values())}
+    opt.zero_grad()
+    return out
+
+
+class _none:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def shard_of(ref: torch.Tensor, mine, name: str, how: str, rank: int, tp: int):
+    """The part of the one-process tensor `ref` that this rank's `mine` should equal."""
+    if isinstance(mine, DTensor):      # the API's parameters: compare the whole tensor
+        whole = mine.full_tensor()
+        if name.endswith("qkv.weight"):
+            whole = whole[torch.argsort(torch.cat([head_rows(r, tp) for r in range(tp)]))]
+        return ref, whole
+    if how == "by hand" and name.endswith("qkv.weight"):
+        return ref[head_rows(rank, tp)], mine
+    if how == "by hand" and tuple(mine.shape) != tuple(ref.shape):
+        # column-parallel: rows; row-parallel: columns (the bias stays whole)
+        dim = 0 if mine.dim() == 1 or mine.shape[-1] == ref.shape[-1] else 1
+        n = mine.shape[dim]
+        return ref.narrow(dim, rank * n, n), mine
+    return ref, mine
+
+
+def train(how: str, world_mesh, device, dp: int) -> dict:
+    rank_tp = world_mesh["tp"].get_local_rank()
+    tp = world_mesh["tp"].size()
+    dp_rank = world_mesh["dp"].get_local_rank()
+    model = TinyGPT().to(device)
+    reference = copy.deepcopy(model)
+    if how == "by hand":
+        model = by_hand(model, rank_tp, tp)
+    else:
+        model = with_api(model, world_mesh["tp"], tp, sp=how != "TP")
+        if dp > 1:
+            for block in model.blocks.values():
+                fully_shard(block, mesh=world_mesh["dp"])
+            fully_shard(model, mesh=world_mesh["dp"])
+    opt = torch.optim.Adam(model.parameters(), lr=LR, foreach=False)
+    ref_opt = torch.optim.Adam(reference.parameters(), lr=LR, foreach=False)
+    rows = BATCH // dp
+    first, ref_first = None, None
+    for k in range(STEPS):
+        tokens, targets = (t.to(device) for t in batch(k))
+        mine = slice(dp_rank * rows, (dp_rank + 1) * rows)     # this replica's rows
+        out = step(model, opt, tokens[mine], targets[mine], how != "by hand", k == 0)
+        ref = step(reference, ref_opt, tokens, targets, False, k == 0)
+        if k == 0:
+            first, ref_first = out, ref
+    params = dict(model.named_parameters())
+    diffs = {"logits": (first["logits"] - ref_first["logits"][mine]).abs().max().item()}
+    for what, ours, theirs in (("grads", first["grads"], ref_first["grads"]),
+                               ("weights", params, dict(reference.named_parameters()))):
+        worst = 0.0
+        for name, p in params.items():
+            r, m = shard_of(theirs[name].detach(),
+                            ours[name] if what == "grads" else p.detach(), name, how,
+                            rank_tp, tp)
+            worst = max(worst, (r - local(m)).abs().max().item())
+        diffs[what] = worst
+    moved = max((p.detach() - q.detach()).abs().max().item() for p, q in
+                zip(reference.parameters(), TinyGPT().to(device).parameters()))
+    worst = torch.tensor([diffs["logits"], diffs["grads"], diffs["weights"]])
+    dist.all_reduce(worst, op=dist.ReduceOp.MAX)
+    return {"how": how, "tp": tp, "dp": dp, "logits_diff": worst[0].item(),
+            "grad_diff": worst[1].item(), "weight_diff": worst[2].item(), "moved": moved,
+            "collectives": first["collectives"], "comm_debug": first["comm_debug"],
+            "activations": first["activations"],
+            "ref_activations": ref_first["activations"],
+            "params": sum(local(p).numel() * local(p).element_size()
+                          for p in model.parameters()),
+            "ref_params": sum(p.numel() * p.element_size()
+                              for p in reference.parameters())}
+
+
+def main() -> None:
+    global GROUP
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dp", type=int, default=1, help="data-parallel degree (2-D mesh)")
+    ap.add_argument("--out", help="JSON file for the results (written by rank 0)")
+    args = ap.parse_args()
+    dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
+    world, rank = dist.get_world_size(), dist.get_rank()
+    device = torch.device(args.device, rank % max(1, torch.cuda.device_count())) \
+        if args.device == "cuda" else torch.device("cpu")
+    if args.device == "cuda":
+        torch.cuda.set_device(device)
+    flat = init_device_mesh(args.device, (1, world), mesh_dim_names=("dp", "tp"))
+    GROUP = flat.get_group("tp")
+    assert HEADS % world == 0, "the heads must split evenly over the ranks"
+    runs = [train(how, flat, device, 1) for how in ("by hand", "TP", "TP+SP")]
+    if args.dp > 1:
+        mesh = init_device_mesh(args.device, (args.dp, world // args.dp),
+                                mesh_dim_names=("dp", "tp"))
+        runs.append(train("DP x TP+SP", mesh, device, args.dp))
+    if rank == 0:
+        print(f"TinyGPT on {world} ranks ({args.device}), {STEPS} Adam steps, "
+              "each beside the one-process model:")
+        for r in runs:
+            ops = {p: [f"{c[0]} of {c[1] // 1024 or c[1] / 1024:g} KiB over {c[2]}" for c in calls]
+                   for p, calls in r["collectives"].items()}
+            print(f"  {r['how']:<11} dp {r['dp']} x tp {r['tp']}: logits "
+                  f"{r['logits_diff']:.0e}, grads {r['grad_diff']:.0e}, weights "
+                  f"{r['weight_diff']:.0e} from one process (training moved them "
+                  f"{r['moved']:.0e}); per rank {r['params'] / 2**10:.0f} KiB "
+                  f"parameters, {r['activations'] / 2**10:.0f} KiB activations "
+                  f"(one process: {r['ref_params'] / 2**10:.0f}, "
+                  f"{r['ref_activations'] / 2**10:.0f})")
+            for phase, names in ops.items():
+                print(f"    {phase:<8} {len(names)} collectives: "
+                      + ", ".join(f"{n} x{names.count(n)}" for n in sorted(set(names))))
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump({"world": world, "runs": runs}, f)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
