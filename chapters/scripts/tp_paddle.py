@@ -15,6 +15,9 @@ weights on the same batches, and must agree with it:
   fleet    the same split with fleet's layers under fleet.init(mp_degree=tp):
            ColumnParallelLinear, RowParallelLinear, and VocabParallelEmbedding for the
            embedding (split along the vocabulary).
+  fleet SP fleet's sequence-parallel layers on one MLP: ScatterOp splits the tokens
+           (sequence first: (s, b, h)), ColumnSequenceParallelLinear all-gathers them,
+           RowSequenceParallelLinear reduce-scatters its output, GatherOp joins them.
 """
 import argparse
 import json
@@ -26,6 +29,8 @@ import paddle.nn.functional as F
 from paddle import nn
 from paddle.autograd import PyLayer
 from paddle.distributed import fleet
+from paddle.distributed.fleet.utils.sequence_parallel_utils import (
+    ColumnSequenceParallelLinear, GatherOp, RowSequenceParallelLinear, ScatterOp)
 from paddle.distributed.fleet.meta_parallel import (ColumnParallelLinear,
                                                     RowParallelLinear,
                                                     VocabParallelEmbedding)
@@ -205,6 +210,27 @@ def train(how: str, rank: int, tp: int) -> dict:
     return {"how": how, "tp": tp, **out}
 
 
+def sequence_parallel_mlp(tp: int) -> dict:
+    """Fleet's sequence-parallel linears on the first block's MLP, against the whole
+    MLP in one process (fleet's SP layers take the sequence first: (s, b, h))."""
+    whole = TinyGPT().blocks["0"].mlp
+    rank, hidden = dist.get_rank(), 4 * WIDTH // tp
+    up = ColumnSequenceParallelLinear(WIDTH, 4 * WIDTH, has_bias=True,
+                                      gather_output=False)
+    up.weight.set_value(whole[0].weight[:, rank * hidden:(rank + 1) * hidden])
+    up.bias.set_value(whole[0].bias[rank * hidden:(rank + 1) * hidden])
+    down = RowSequenceParallelLinear(4 * WIDTH, WIDTH, has_bias=True,
+                                     input_is_parallel=True)
+    down.weight.set_value(whole[2].weight[rank * hidden:(rank + 1) * hidden])
+    down.bias.set_value(whole[2].bias)
+    x = batch(0)[0].astype("float32")[:, :, None].tile([1, 1, WIDTH]) / 100
+    x = x.transpose([1, 0, 2]).contiguous()              # (s, b, h)
+    mine = ScatterOp.apply(x).contiguous()               # (s/tp, b, h)
+    y = GatherOp.apply(down(F.gelu(up(mine))))           # (s, b, h)
+    return {"how": "fleet SP", "tp": tp,
+            "output_diff": float((y - whole(x)).abs().max())}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")
@@ -224,6 +250,12 @@ def main() -> None:
         except Exception as e:      # what fleet says where it does not run on CPU
             errors[how] = f"{type(e).__name__}: {str(e).strip().splitlines()[0]}"
             traceback.print_exc()
+    try:
+        mlp = sequence_parallel_mlp(tp)
+    except Exception as e:
+        mlp = None
+        errors["fleet SP"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0]}"
+        traceback.print_exc()
     if rank == 0:
         print(f"TinyGPT on {tp} ranks ({args.device}), {STEPS} Adam steps, each beside "
               "the one-process model:")
@@ -238,11 +270,14 @@ def main() -> None:
             if r["how"] == "by hand":
                 for phase, names in ops.items():
                     print(f"    {phase:<8} {len(names)} all-reduces")
+        if mlp is not None:
+            print(f"  fleet SP tp {tp}, one MLP: output {mlp['output_diff']:.0e} from one "
+                  "process")
         for how, e in errors.items():
             print(f"  {how}: {e}")
         if args.out:
             with open(args.out, "w") as f:
-                json.dump({"world": tp, "runs": runs, "errors": errors}, f)
+                json.dump({"world": tp, "runs": runs, "errors": errors, "sp_mlp": mlp}, f)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Tensor and sequence parallelism for the sharding chapter's TinyGPT, on ranks.
 
     torchrun --standalone --nproc_per_node 2 tp_torch.py --out tp.json     # CPU, gloo
-    torchrun --standalone --nproc_per_node 4 tp_torch.py --dp 2            # 2 dp x 2 tp
+    torchrun --standalone --nproc_per_node 4 tp_torch.py --tp 2,4 --dp 2   # and 2 dp x 2 tp
     torchrun --standalone --nproc_per_node 2 tp_torch.py --device cuda     # GPUs, NCCL
 
 Each way of splitting trains STEPS steps beside the one-process model, from the same
@@ -272,9 +272,13 @@ def shard_of(ref: torch.Tensor, mine, name: str, how: str, rank: int, tp: int):
 
 
 def train(how: str, world_mesh, device, dp: int) -> dict:
+    """`how` on the mesh's "tp" groups; the batch split over its "dp" groups if dp > 1
+    (each tp group trains the whole batch otherwise)."""
+    global GROUP
+    GROUP = world_mesh["tp"].get_group()
     rank_tp = world_mesh["tp"].get_local_rank()
     tp = world_mesh["tp"].size()
-    dp_rank = world_mesh["dp"].get_local_rank()
+    dp_rank = world_mesh["dp"].get_local_rank() if dp > 1 else 0
     model = TinyGPT().to(device)
     reference = copy.deepcopy(model)
     if how == "by hand":
@@ -323,10 +327,11 @@ def train(how: str, world_mesh, device, dp: int) -> dict:
 
 
 def main() -> None:
-    global GROUP
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--dp", type=int, default=1, help="data-parallel degree (2-D mesh)")
+    ap.add_argument("--tp", help="tensor-parallel degrees to run, e.g. 2,4 (default: all "
+                    "ranks in one group)")
+    ap.add_argument("--dp", type=int, default=1, help="then a dp x (world/dp) mesh")
     ap.add_argument("--out", help="JSON file for the results (written by rank 0)")
     args = ap.parse_args()
     dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
@@ -335,10 +340,12 @@ def main() -> None:
         if args.device == "cuda" else torch.device("cpu")
     if args.device == "cuda":
         torch.cuda.set_device(device)
-    flat = init_device_mesh(args.device, (1, world), mesh_dim_names=("dp", "tp"))
-    GROUP = flat.get_group("tp")
-    assert HEADS % world == 0, "the heads must split evenly over the ranks"
-    runs = [train(how, flat, device, 1) for how in ("by hand", "TP", "TP+SP")]
+    runs = []
+    for tp in [int(t) for t in args.tp.split(",")] if args.tp else [world]:
+        assert HEADS % tp == 0 and world % tp == 0, f"{tp} does not split the heads"
+        # world/tp groups of tp ranks, each training the whole batch
+        mesh = init_device_mesh(args.device, (world // tp, tp), mesh_dim_names=("dp", "tp"))
+        runs += [train(how, mesh, device, 1) for how in ("by hand", "TP", "TP+SP")]
     if args.dp > 1:
         mesh = init_device_mesh(args.device, (args.dp, world // args.dp),
                                 mesh_dim_names=("dp", "tp"))
