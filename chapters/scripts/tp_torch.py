@@ -25,6 +25,7 @@ along "dp" and the parameters sharded along it by FSDP2's fully_shard.
 import argparse
 import copy
 import json
+import time
 import warnings
 
 import torch
@@ -292,14 +293,21 @@ def train(how: str, world_mesh, device, dp: int) -> dict:
     opt = torch.optim.Adam(model.parameters(), lr=LR, foreach=False)
     ref_opt = torch.optim.Adam(reference.parameters(), lr=LR, foreach=False)
     rows = BATCH // dp
-    first, ref_first = None, None
-    for k in range(STEPS):
+    first, ref_first, times, ref_times = None, None, [], []
+    for k in range(STEPS):       # step 0 is watched; the others are timed
         tokens, targets = (t.to(device) for t in batch(k))
         mine = slice(dp_rank * rows, (dp_rank + 1) * rows)     # this replica's rows
+        dist.barrier()
+        t0 = time.perf_counter()
         out = step(model, opt, tokens[mine], targets[mine], how != "by hand", k == 0)
+        dist.barrier()
+        t1 = time.perf_counter()
         ref = step(reference, ref_opt, tokens, targets, False, k == 0)
         if k == 0:
             first, ref_first = out, ref
+        else:
+            times.append(t1 - t0)
+            ref_times.append(time.perf_counter() - t1)
     params = dict(model.named_parameters())
     diffs = {"logits": (first["logits"] - ref_first["logits"][mine]).abs().max().item()}
     for what, ours, theirs in (("grads", first["grads"], ref_first["grads"]),
@@ -318,12 +326,38 @@ def train(how: str, world_mesh, device, dp: int) -> dict:
     return {"how": how, "tp": tp, "dp": dp, "logits_diff": worst[0].item(),
             "grad_diff": worst[1].item(), "weight_diff": worst[2].item(), "moved": moved,
             "collectives": first["collectives"], "comm_debug": first["comm_debug"],
-            "activations": first["activations"],
+            "activations": first["activations"], "step_s": times, "ref_step_s": ref_times,
             "ref_activations": ref_first["activations"],
             "params": sum(local(p).numel() * local(p).element_size()
                           for p in model.parameters()),
             "ref_params": sum(p.numel() * p.element_size()
                               for p in reference.parameters())}
+
+
+def sweep(device, repeats: int = 5) -> list[dict]:
+    """Bare all-reduces and all-gathers over all ranks, two sizes, for the planner's
+    link: the fastest of `repeats` on each rank, then the slowest rank's."""
+    world, rows = dist.get_world_size(), []
+    for op in ("all_reduce", "all_gather"):
+        for nbytes in (2**14, 2**17):        # 16 KiB, and 128 KiB (the blocks' size)
+            x = torch.ones(nbytes // 4 // (world if op == "all_gather" else 1),
+                           device=device)
+            out = torch.empty(nbytes // 4, device=device)
+            run = (lambda: dist.all_reduce(x)) if op == "all_reduce" else \
+                (lambda: dist.all_gather_into_tensor(out, x))
+            run()
+            best = float("inf")
+            for _ in range(repeats):
+                dist.barrier()
+                t0 = time.perf_counter()
+                run()
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                best = min(best, time.perf_counter() - t0)
+            slowest = torch.tensor([best], device=device)
+            dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+            rows.append({"op": op, "ranks": world, "bytes": nbytes, "s": slowest.item()})
+    return rows
 
 
 def main() -> None:
@@ -350,6 +384,7 @@ def main() -> None:
         mesh = init_device_mesh(args.device, (args.dp, world // args.dp),
                                 mesh_dim_names=("dp", "tp"))
         runs.append(train("DP x TP+SP", mesh, device, args.dp))
+    links = sweep(device)
     if rank == 0:
         print(f"TinyGPT on {world} ranks ({args.device}), {STEPS} Adam steps, "
               "each beside the one-process model:")
@@ -362,13 +397,15 @@ def main() -> None:
                   f"{r['moved']:.0e}); per rank {r['params'] / 2**10:.0f} KiB "
                   f"parameters, {r['activations'] / 2**10:.0f} KiB activations "
                   f"(one process: {r['ref_params'] / 2**10:.0f}, "
-                  f"{r['ref_activations'] / 2**10:.0f})")
+                  f"{r['ref_activations'] / 2**10:.0f}); "
+                  f"{min(r['step_s']) * 1e3:.0f} ms/step (one process: "
+                  f"{min(r['ref_step_s']) * 1e3:.0f})")
             for phase, names in ops.items():
                 print(f"    {phase:<8} {len(names)} collectives: "
                       + ", ".join(f"{n} x{names.count(n)}" for n in sorted(set(names))))
         if args.out:
             with open(args.out, "w") as f:
-                json.dump({"world": world, "runs": runs}, f)
+                json.dump({"world": world, "runs": runs, "sweep": links}, f)
     dist.destroy_process_group()
 
 
