@@ -21,7 +21,10 @@ The accounting is the one PyTorch's plan on that page runs:
 - **collectives**: two all-reduces of the block's activations per block in each direction
   (g forward, f backward), the embedding's and the head's, and ``loss_parallel``'s three
   small ones; with sequence parallelism each becomes a reduce-scatter plus an all-gather,
-  and the norms' gradients (partial sums over the ranks' tokens) are all-reduced.
+  and the norms' gradients (partial sums over the ranks' tokens) are all-reduced. Over
+  ``dp``, fully_shard gathers each block's tp shard before its forward and again before
+  its backward (the root unit, embedding, final norm and head, once), and reduce-scatters
+  every unit's gradients.
 """
 from __future__ import annotations
 
@@ -117,13 +120,17 @@ def collectives(model: Transformer, plan: LayerPlan) -> list[tuple[str, str, flo
         if plan.sp:                                 # the norms' gradients
             norms = 2 * n + 1
             out += [("backward", "all_reduce", model.width * model.itemsize, t)] * (2 * norms)
-    if plan.dp > 1:                                 # FSDP over dp: ZeRO-3 per unit
-        whole = param_bytes(model, plan) * plan.dp  # the tp shard fully_shard splits
-        blocks = whole - model.itemsize * ((model.embed_params + model.width * model.vocab
-                                            + model.vocab) / t + 2 * model.width)
-        out += [("forward", "all_gather", whole, plan.dp),
-                ("backward", "all_gather", blocks, plan.dp),
-                ("backward", "reduce_scatter", whole, plan.dp)]
+    if plan.dp > 1:       # fully_shard over dp, per unit: each block, and the root
+        w, d = model.width, plan.dp
+        block = model.itemsize * ((12 * w * w + 4 * w) / t + 6 * w)   # its tp shard
+        ends = model.embed_params + w * model.vocab + model.vocab
+        root = model.itemsize * ((ends / t if plan.vocab_parallel else ends) + 2 * w)
+        out += [("forward", "all_gather", block, d)] * n + [("forward", "all_gather", root, d)]
+        # the root stays gathered from its forward to its backward; the blocks are
+        # gathered again
+        out += [("backward", "all_gather", block, d)] * n
+        out += [("backward", "reduce_scatter", block, d)] * n + \
+            [("backward", "reduce_scatter", root, d)]
     return out
 
 

@@ -1,0 +1,18 @@
+"""Helpers of the layers page, chapters/tensor_parallel.md ("Splitting the layers:
+tensor and sequence parallelism"): reading back what chapters/scripts/tp_torch.py and
+tp_paddle.py wrote, the tables and the figure, the planner's predictions beside the
+measurements (planner.layers), and the words of the sentences that interpret them.
+
+The page imports: MODEL, load, collective_lines, agreement, agreement_words, calibrate,
+prediction_rows, prediction_table, error_words, falls_words, activation_figure,
+activation_points, plan_of, counted, predicted.
+"""
+from .figures import activation_figure, activation_points
+from .results import (MODEL, agreement, agreement_words, calibrate, collective_lines,
+                      counted, error_words, falls_words, load, plan_of, predicted,
+                      prediction_rows, prediction_table, sent)
+
+__all__ = ["MODEL", "load", "plan_of", "counted", "predicted", "sent", "collective_lines",
+           "agreement", "agreement_words", "calibrate", "prediction_rows",
+           "prediction_table", "error_words", "falls_words", "activation_figure",
+           "activation_points"]
