@@ -1,0 +1,83 @@
+"""The layers page's helpers on runs built in memory: collectives read back and set
+beside the planner's, and the words the page's sentences pick from numbers."""
+import pytest
+
+from grader.lab import layers
+from grader.lab.planner.layers import LayerPlan, activation_bytes, collectives, param_bytes
+
+
+def fake_run(how="TP", tp=2, dp=1, weight_diff=1e-5, moved=1e-2, extra=()) -> dict:
+    run = {"how": how, "tp": tp, "dp": dp}
+    plan = layers.plan_of(run)
+    calls = {"forward": [], "backward": [], "optimizer": []}
+    for phase, op, size, p in list(collectives(layers.MODEL, plan)) + list(extra):
+        calls[phase].append([op, int(size), p])
+    return {**run, "collectives": calls, "logits_diff": 1e-7, "grad_diff": 1e-8,
+            "weight_diff": weight_diff, "moved": moved,
+            "params": param_bytes(layers.MODEL, plan),
+            "activations": activation_bytes(layers.MODEL, plan),
+            "ref_activations": activation_bytes(layers.MODEL, LayerPlan(1)),
+            "step_s": [0.1, 0.12], "ref_step_s": [0.05, 0.06]}
+
+
+def test_what_a_run_counted_is_compared_with_the_planner():
+    assert layers.counted(fake_run()) == layers.predicted(fake_run())
+    odd = fake_run(extra=[("backward", "all_reduce", 1024, 2)])
+    assert layers.counted(odd) != layers.predicted(odd)
+
+
+def test_plans_are_read_from_the_run():
+    assert layers.plan_of(fake_run("by hand")) == LayerPlan(2, vocab_parallel=False)
+    assert layers.plan_of(fake_run("TP+SP", 4)) == LayerPlan(4, sp=True)
+    assert layers.plan_of(fake_run("DP x TP+SP", 2, 2)) == LayerPlan(2, True, 2)
+
+
+def test_collective_lines_name_every_phase():
+    lines = layers.collective_lines(fake_run("by hand"))
+    assert lines[0].strip() == "forward: 8 all_reduce of 128 KiB over 2"
+    assert lines[2].strip() == "optimizer: none"
+
+
+def test_prediction_rows_of_exact_accounting_have_no_memory_error():
+    cluster = layers.calibrate({"world": 2, "runs": [fake_run()],
+                                "sweep": [{"op": "all_reduce", "ranks": 2, "bytes": b,
+                                           "s": 1e-4 + b / 1e9} for b in (2**14, 2**17)]})
+    (row,) = layers.prediction_rows([fake_run()], cluster)
+    assert row["same_collectives"]
+    assert row["error"]["params"] == row["error"]["activations"] == 0
+    assert row["error"]["sent"] == pytest.approx(0)
+    assert "TP, tp 2" in layers.prediction_table([row])
+
+
+def test_agreement_words_say_when_a_run_is_not_equal():
+    agree = layers.agreement([fake_run(), fake_run(weight_diff=3e-5)])
+    assert agree["weights"] == 3e-5
+    assert layers.agreement_words(agree).startswith("equal to one process within 1e-04")
+    bad = layers.agreement([fake_run(weight_diff=1e-2)])
+    assert layers.agreement_words(bad).startswith("not equal")
+    still = layers.agreement([fake_run(weight_diff=1e-5, moved=1e-4)])  # did not train
+    assert layers.agreement_words(still).startswith("not equal")
+
+
+@pytest.mark.parametrize("errors, words", [
+    ([0.001, -0.002], "exactly (within 0.5 %)"),
+    ([0.03, -0.01], "within 3 %"),
+    ([-0.5, -0.8, 0.1], "off by a median of 50 %, and by 80 % at worst (the prediction "
+                        "below the measurement)"),
+    ([], "not compared (no run to compare with)")])
+def test_error_words(errors, words):
+    assert layers.error_words(errors) == words
+
+
+def test_falls_words():
+    assert layers.falls_words([3, 2, 1]) == "falls at every step"
+    assert layers.falls_words([3, 3, 1]) == "never grows"
+    assert layers.falls_words([3, 4, 1]) == "does not fall at every step"
+
+
+def test_the_figure_draws_the_one_process_model_as_tp_1():
+    runs = [fake_run("TP", 2), fake_run("TP", 4), fake_run("TP+SP", 2)]
+    points = layers.activation_points(runs)
+    assert sorted(points["TP"]) == [1, 2, 4] and sorted(points["TP+SP"]) == [1, 2]
+    fig = layers.activation_figure(runs, "t")
+    assert len(fig.axes[0].lines) == 4             # measured and planner, per way
