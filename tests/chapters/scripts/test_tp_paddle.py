@@ -1,0 +1,42 @@
+"""The layers page's Paddle script on 2 gloo ranks, launched as the page launches it:
+the by-hand split ends where one process does with one all-reduce per column-row pair
+each way; fleet's layers either run and agree, or their error is recorded in words."""
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from ._run import SCRIPTS, run
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def launched(tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("tpp")
+    run([sys.executable, "-m", "paddle.distributed.launch", "--log_level", "ERROR",
+         "--nproc_per_node", "2", "--log_dir", "log", str(SCRIPTS / "tp_paddle.py"),
+         "--out", "tp.json"], out, timeout=600, PYTHONWARNINGS="ignore")
+    return json.loads((out / "tp.json").read_text())
+
+
+def test_the_hand_split_equals_one_process(launched):
+    (mine,) = [r for r in launched["runs"] if r["how"] == "by hand"]
+    assert mine["logits_diff"] <= 1e-5 and mine["grad_diff"] <= 1e-6
+    assert mine["weight_diff"] <= 1e-4 < 100 * mine["weight_diff"] < mine["moved"]
+    x = 16 * 32 * 64 * 4
+    assert mine["collectives"] == {"forward": [["all_reduce", x]] * 8,
+                                   "backward": [["all_reduce", x]] * 8}
+
+
+def test_fleets_layers_agree_or_say_why_not(launched):
+    for how in ("fleet", "fleet SP"):
+        ran = [r for r in launched["runs"] if r["how"] == how]
+        if how == "fleet SP" and launched["sp_mlp"] is not None:
+            assert launched["sp_mlp"]["output_diff"] <= 1e-5
+        elif ran:
+            assert ran[0]["weight_diff"] <= 1e-4
+        else:
+            assert launched["errors"][how]        # the framework's own message
