@@ -19,7 +19,8 @@ from grader.lab.core.gpucells import parse_page
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = ROOT / "chapters"
 EXPERIMENT_PAGES = ["toolkit", "async", "multidevice", "communication", "data_parallel",
-                    "auto_parallel", "sharding", "fitting", "pipeline_schedules"]
+                    "auto_parallel", "sharding", "fitting", "pipeline_schedules",
+                    "tensor_parallel"]
 
 # The calls each page is about, per framework: a reader of that tab must see them in a
 # cell (or a script the page shows in full). Pages are added as they are rewritten in
@@ -127,13 +128,22 @@ API: dict[str, dict[str, list[str]]] = {
         "paddle": ["dist.send", "dist.recv", "paddle.autograd.backward",
                    "saved_tensors_hooks", "init_parallel_env", "paddle.distributed.launch"],
     },
+    "tensor_parallel": {
+        "torch": ["torch.autograd.Function", "parallelize_module", "ColwiseParallel",
+                  "RowwiseParallel", "SequenceParallel", "loss_parallel", "CommDebugMode",
+                  "init_device_mesh", "fully_shard", "saved_tensors_hooks", "torchrun"],
+        "paddle": ["PyLayer", "fleet.init", "mp_degree", "ColumnParallelLinear",
+                   "RowParallelLinear", "VocabParallelEmbedding",
+                   "ColumnSequenceParallelLinear", "saved_tensors_hooks",
+                   "paddle.distributed.launch"],
+    },
 }
 
 # Pages whose code cells are held to the 88-column limit (every page, once rewritten).
 COLUMN_LIMIT = 88
 COLUMN_PAGES: list[str] = ["toolkit", "async", "multidevice", "communication",
                            "data_parallel", "auto_parallel", "sharding", "fitting",
-                           "pipeline_schedules"]
+                           "pipeline_schedules", "tensor_parallel"]
 
 
 def _pages() -> list[Path]:

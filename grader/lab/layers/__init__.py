@@ -8,11 +8,11 @@ prediction_rows, prediction_table, error_words, falls_words, activation_figure,
 activation_points, plan_of, counted, predicted.
 """
 from .figures import activation_figure, activation_points
-from .results import (MODEL, agreement, agreement_words, calibrate, collective_lines,
+from .results import (MODEL, agreement, agreement_words, calibrate, collective_lines, label,
                       counted, error_words, falls_words, load, plan_of, predicted,
                       prediction_rows, prediction_table, sent)
 
-__all__ = ["MODEL", "load", "plan_of", "counted", "predicted", "sent", "collective_lines",
+__all__ = ["MODEL", "load", "label", "plan_of", "counted", "predicted", "sent", "collective_lines",
            "agreement", "agreement_words", "calibrate", "prediction_rows",
            "prediction_table", "error_words", "falls_words", "activation_figure",
            "activation_points"]
