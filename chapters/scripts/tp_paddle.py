@@ -21,7 +21,6 @@ weights on the same batches, and must agree with it:
 """
 import argparse
 import json
-import traceback
 
 import paddle
 import paddle.distributed as dist
@@ -249,13 +248,11 @@ def main() -> None:
             runs.append(train(how, rank, tp))
         except Exception as e:      # what fleet says where it does not run on CPU
             errors[how] = f"{type(e).__name__}: {str(e).strip().splitlines()[0]}"
-            traceback.print_exc()
     try:
         mlp = sequence_parallel_mlp(tp)
     except Exception as e:
         mlp = None
         errors["fleet SP"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0]}"
-        traceback.print_exc()
     if rank == 0:
         print(f"TinyGPT on {tp} ranks ({args.device}), {STEPS} Adam steps, each beside "
               "the one-process model:")
