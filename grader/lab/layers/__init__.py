@@ -4,15 +4,17 @@ tp_paddle.py wrote, the tables and the figure, the planner's predictions beside 
 measurements (planner.layers), and the words of the sentences that interpret them.
 
 The page imports: MODEL, load, collective_lines, agreement, agreement_words, calibrate,
-prediction_rows, prediction_table, error_words, falls_words, activation_figure,
+prediction_rows, prediction_table, error_words, falls_words, comm_debug_agrees,
+activation_figure, label,
 activation_points, plan_of, counted, predicted.
 """
 from .figures import activation_figure, activation_points
 from .results import (MODEL, agreement, agreement_words, calibrate, collective_lines, label,
+                      comm_debug_agrees,
                       counted, error_words, falls_words, load, plan_of, predicted,
                       prediction_rows, prediction_table, sent)
 
 __all__ = ["MODEL", "load", "label", "plan_of", "counted", "predicted", "sent", "collective_lines",
-           "agreement", "agreement_words", "calibrate", "prediction_rows",
+           "agreement", "agreement_words", "comm_debug_agrees", "calibrate", "prediction_rows",
            "prediction_table", "error_words", "falls_words", "activation_figure",
            "activation_points"]

@@ -147,10 +147,26 @@ def error_words(errors: list[float]) -> str:
 
 
 def falls_words(values: list[float]) -> str:
-    """Whether a sequence of values (by growing degree) falls, in words."""
+    """Whether values (by growing degree) fall, in words (for a plural subject)."""
     pairs = list(zip(values, values[1:]))
     if all(b < a for a, b in pairs):
-        return "falls at every step"
+        return "fall at every step"
     if all(b <= a for a, b in pairs):
-        return "never grows"
-    return "does not fall at every step"
+        return "never grow"
+    return "do not fall at every step"
+
+
+# CommDebugMode's names for the collectives the script's own log calls by one name
+COMM_DEBUG_NAMES = {"all_reduce": ("all_reduce", "allreduce_"),
+                    "all_gather": ("all_gather_into_tensor", "_allgather_base_"),
+                    "reduce_scatter": ("reduce_scatter_tensor", "_reduce_scatter_base_")}
+
+
+def comm_debug_agrees(run: dict) -> bool:
+    """Whether CommDebugMode counted, per phase and kind, what the script's log did."""
+    for phase in ("forward", "backward"):
+        for op, names in COMM_DEBUG_NAMES.items():
+            theirs = sum(n for k, n in run["comm_debug"][phase].items() if k in names)
+            if theirs != sum(c[0] == op for c in run["collectives"][phase]):
+                return False
+    return True

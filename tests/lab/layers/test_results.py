@@ -70,9 +70,20 @@ def test_error_words(errors, words):
 
 
 def test_falls_words():
-    assert layers.falls_words([3, 2, 1]) == "falls at every step"
-    assert layers.falls_words([3, 3, 1]) == "never grows"
-    assert layers.falls_words([3, 4, 1]) == "does not fall at every step"
+    assert layers.falls_words([3, 2, 1]) == "fall at every step"
+    assert layers.falls_words([3, 3, 1]) == "never grow"
+    assert layers.falls_words([3, 4, 1]) == "do not fall at every step"
+
+
+def test_comm_debug_mode_is_compared_kind_by_kind():
+    run = fake_run("TP+SP")
+    run["comm_debug"] = {"forward": {"reduce_scatter_tensor": 9, "all_gather_into_tensor": 9,
+                                     "all_reduce": 3},
+                         "backward": {"reduce_scatter_tensor": 9,
+                                      "all_gather_into_tensor": 9, "all_reduce": 18}}
+    assert layers.comm_debug_agrees(run)
+    run["comm_debug"]["backward"]["all_reduce"] = 0
+    assert not layers.comm_debug_agrees(run)
 
 
 def test_the_figure_draws_the_one_process_model_as_tp_1():
