@@ -112,24 +112,29 @@ def head_cols(rank: int, tp: int) -> paddle.Tensor:
                           for c in range(3)])
 
 
+def mine_of(rank: int, part: int) -> paddle.Tensor:
+    """Rank `rank`'s `part` features: the rank-th block of them."""
+    return paddle.arange(rank * part, (rank + 1) * part)
+
+
 def by_hand(model: TinyGPT, rank: int, tp: int) -> TinyGPT:
     part, hidden = WIDTH // tp, 4 * WIDTH // tp
     for block in model.blocks.values():
-        block.qkv = ColumnParallel(block.qkv, head_cols(rank, tp))
-        block.proj = RowParallel(block.proj, paddle.arange(rank * part, (rank + 1) * part))
-        mine = paddle.arange(rank * hidden, (rank + 1) * hidden)
-        block.mlp[0] = ColumnParallel(block.mlp[0], mine)
-        block.mlp[2] = RowParallel(block.mlp[2], mine)
+        block.qkv = ColumnParallel(block.qkv, head_cols(rank, tp))     # heads' q, k, v
+        block.proj = RowParallel(block.proj, mine_of(rank, part))      # heads' outputs
+        block.mlp[0] = ColumnParallel(block.mlp[0], mine_of(rank, hidden))
+        block.mlp[2] = RowParallel(block.mlp[2], mine_of(rank, hidden))
     return model
 
 
-# --- the same with fleet's layers ------------------------------------------------------
+# --- the same with fleet's layers ---------------------------------------------------
 def with_fleet(model: TinyGPT, rank: int, tp: int) -> TinyGPT:
     """Fleet's layers build their own share of each weight: copy this rank's part of
     the one-process weights into them."""
     part, hidden = WIDTH // tp, 4 * WIDTH // tp
     for block in model.blocks.values():
-        qkv = ColumnParallelLinear(WIDTH, 3 * WIDTH, has_bias=False, gather_output=False)
+        qkv = ColumnParallelLinear(WIDTH, 3 * WIDTH, has_bias=False,
+                                   gather_output=False)
         qkv.weight.set_value(block.qkv.weight[:, head_cols(rank, tp)])
         proj = RowParallelLinear(WIDTH, WIDTH, has_bias=True, input_is_parallel=True)
         proj.weight.set_value(block.proj.weight[rank * part:(rank + 1) * part])
@@ -137,7 +142,8 @@ def with_fleet(model: TinyGPT, rank: int, tp: int) -> TinyGPT:
         up = ColumnParallelLinear(WIDTH, 4 * WIDTH, has_bias=True, gather_output=False)
         up.weight.set_value(block.mlp[0].weight[:, rank * hidden:(rank + 1) * hidden])
         up.bias.set_value(block.mlp[0].bias[rank * hidden:(rank + 1) * hidden])
-        down = RowParallelLinear(4 * WIDTH, WIDTH, has_bias=True, input_is_parallel=True)
+        down = RowParallelLinear(4 * WIDTH, WIDTH, has_bias=True,
+                                 input_is_parallel=True)
         down.weight.set_value(block.mlp[2].weight[rank * hidden:(rank + 1) * hidden])
         down.bias.set_value(block.mlp[2].bias)
         block.qkv, block.proj, block.mlp[0], block.mlp[2] = qkv, proj, up, down
@@ -161,7 +167,8 @@ def shard_of(ref: paddle.Tensor, mine: paddle.Tensor, name: str, rank: int, tp: 
 
 def train(how: str, rank: int, tp: int) -> dict:
     model, reference = TinyGPT(), TinyGPT()
-    model = by_hand(model, rank, tp) if how == "by hand" else with_fleet(model, rank, tp)
+    split = by_hand if how == "by hand" else with_fleet
+    model = split(model, rank, tp)
     opt = paddle.optimizer.Adam(learning_rate=LR, parameters=model.parameters())
     ref_opt = paddle.optimizer.Adam(learning_rate=LR, parameters=reference.parameters())
     weights = {p.data_ptr() for p in model.parameters()}
@@ -187,7 +194,8 @@ def train(how: str, rank: int, tp: int) -> dict:
             ref_grads = dict(reference.named_parameters())
             out["logits_diff"] = float((logits - ref_logits).abs().max())
             out["grad_diff"] = max(
-                float((p.grad - shard_of(ref_grads[n].grad, p, n, rank, tp)).abs().max())
+                float((p.grad - shard_of(ref_grads[n].grad, p, n, rank, tp))
+                      .abs().max())
                 for n, p in model.named_parameters())
             out["collectives"] = {p: list(c) for p, c in calls.items()}
             out["activations"] = sum(saved.values())
@@ -268,13 +276,14 @@ def main() -> None:
                 for phase, names in ops.items():
                     print(f"    {phase:<8} {len(names)} all-reduces")
         if mlp is not None:
-            print(f"  fleet SP tp {tp}, one MLP: output {mlp['output_diff']:.0e} from one "
-                  "process")
+            print(f"  fleet SP tp {tp}, one MLP: output {mlp['output_diff']:.0e} from "
+                  "one process")
         for how, e in errors.items():
             print(f"  {how}: {e}")
         if args.out:
             with open(args.out, "w") as f:
-                json.dump({"world": tp, "runs": runs, "errors": errors, "sp_mlp": mlp}, f)
+                json.dump({"world": tp, "runs": runs, "errors": errors,
+                           "sp_mlp": mlp}, f)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Tensor and sequence parallelism for the sharding chapter's TinyGPT, on ranks.
 
     torchrun --standalone --nproc_per_node 2 tp_torch.py --out tp.json     # CPU, gloo
-    torchrun --standalone --nproc_per_node 4 tp_torch.py --tp 2,4 --dp 2   # and 2 dp x 2 tp
+    torchrun --standalone --nproc_per_node 4 tp_torch.py --tp 2,4 --dp 2   # + 2 x 2
     torchrun --standalone --nproc_per_node 2 tp_torch.py --device cuda     # GPUs, NCCL
 
 Each way of splitting trains STEPS steps beside the one-process model, from the same
@@ -17,12 +17,14 @@ weights on the same batches, and must agree with it:
            RowwiseParallel, the embedding and head split along the vocabulary, the loss
            computed on the split logits (loss_parallel).
   TP+SP    plus SequenceParallel: the norms and residuals hold s/tp tokens; each
-           all-reduce becomes a reduce-scatter and an all-gather (Korthikanti et al. 2022).
+           all-reduce becomes a reduce-scatter and an all-gather (Korthikanti et al.
+           2022).
 
 With --dp > 1 the TP+SP model is also trained on a 2-D mesh, dp x tp: the batch split
 along "dp" and the parameters sharded along it by FSDP2's fully_shard.
 """
 import argparse
+from contextlib import ExitStack, nullcontext
 import json
 import logging
 import time
@@ -44,8 +46,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from tinygpt_torch import BATCH, HEADS, WIDTH, TinyGPT, batch, loss_fn
 
-warnings.filterwarnings("ignore", message="Full backward hook")  # CommDebugMode's tracker
-warnings.filterwarnings("ignore", message=".*deprecated")   # gloo's old collective names
+# CommDebugMode's module tracker warns when a module's input needs no gradient; gloo's
+# old collective names are deprecated (they still run)
+warnings.filterwarnings("ignore", message="Full backward hook")
+warnings.filterwarnings("ignore", message=".*deprecated")
 # fully_shard warns that a block returns a view (in-place ops on it would skip a hook)
 warnings.filterwarnings("ignore", message="FSDP2-wrapped module")
 # DTensor logs that gathering a 2-D sharded gradient takes two all-gathers (it does)
@@ -118,14 +122,18 @@ def head_rows(rank: int, tp: int) -> torch.Tensor:
     return torch.cat([c * WIDTH + rank * part + torch.arange(part) for c in range(3)])
 
 
+def mine_of(rank: int, part: int) -> torch.Tensor:
+    """Rank `rank`'s `part` features: the rank-th block of them."""
+    return torch.arange(rank * part, (rank + 1) * part)
+
+
 def by_hand(model: TinyGPT, rank: int, tp: int) -> TinyGPT:
     part, hidden = WIDTH // tp, 4 * WIDTH // tp
     for block in model.blocks.values():
-        block.qkv = ColumnParallel(block.qkv, head_rows(rank, tp))
-        block.proj = RowParallel(block.proj, torch.arange(rank * part, (rank + 1) * part))
-        mine = torch.arange(rank * hidden, (rank + 1) * hidden)
-        block.mlp[0] = ColumnParallel(block.mlp[0], mine)
-        block.mlp[2] = RowParallel(block.mlp[2], mine)
+        block.qkv = ColumnParallel(block.qkv, head_rows(rank, tp))     # heads' q, k, v
+        block.proj = RowParallel(block.proj, mine_of(rank, part))      # heads' outputs
+        block.mlp[0] = ColumnParallel(block.mlp[0], mine_of(rank, hidden))
+        block.mlp[2] = RowParallel(block.mlp[2], mine_of(rank, hidden))
     return model
 
 
@@ -154,7 +162,7 @@ def with_api(model: TinyGPT, mesh, tp: int, sp: bool) -> TinyGPT:
     return parallelize_module(model, mesh, top)
 
 
-# --- what a step moves and keeps -------------------------------------------------------
+# --- what a step moves and keeps --------------------------------------------------
 def local(t: torch.Tensor) -> torch.Tensor:
     return t.to_local() if isinstance(t, DTensor) else t
 
@@ -162,7 +170,8 @@ def local(t: torch.Tensor) -> torch.Tensor:
 # the collectives' names, by hand (c10d) and through DTensor (functional collectives)
 # (and FSDP's, along "dp")
 KINDS = {"allreduce": "all_reduce", "all_reduce": "all_reduce",
-         "all_gather_into_tensor": "all_gather", "reduce_scatter_tensor": "reduce_scatter",
+         "all_gather_into_tensor": "all_gather",
+         "reduce_scatter_tensor": "reduce_scatter",
          "allgather_base": "all_gather", "reduce_scatter_base": "reduce_scatter"}
 
 
@@ -177,7 +186,8 @@ class Collectives(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func._overloadpacket.__name__.strip("_")
         if func.namespace in ("c10d", "_c10d_functional") and name in KINDS:
-            flat = [a for arg in args for a in (arg if isinstance(arg, list) else [arg])]
+            flat = [a for arg in args
+                    for a in (arg if isinstance(arg, list) else [arg])]
             size = max(t.numel() * t.element_size() for t in flat
                        if isinstance(t, torch.Tensor))
             if func.namespace == "_c10d_functional":   # (tensor, [group size,] name)
@@ -205,58 +215,58 @@ class Saved:
         if isinstance(mine, AsyncCollectiveTensor):   # a collective's output, in flight
             mine = mine.trigger_wait()
         storage = mine.untyped_storage()
-        weights = {local(p).untyped_storage().data_ptr() for p in self.model.parameters()}
+        weights = {local(p).untyped_storage().data_ptr()
+                   for p in self.model.parameters()}
         if storage.data_ptr() not in weights:
             self.bytes[storage.data_ptr()] = storage.nbytes()
         return t
 
 
 def step(model, opt, tokens, targets, parallel_loss: bool, watch: bool):
-    """One training step; when watched, its collectives (forward and backward apart),
-    the activations it saved, and its logits and gradients."""
+    """One training step; when watched, its collectives (forward, backward and
+    optimizer apart), the activations it saved, and its logits and gradients."""
     logged = {"forward": Collectives(), "backward": Collectives(),
               "optimizer": Collectives()}
     counts = {"forward": CommDebugMode(), "backward": CommDebugMode()}
     saved = Saved(model)
     hooks = torch.autograd.graph.saved_tensors_hooks(saved.pack, lambda t: t)
-    with logged["forward"] if watch else _none(), counts["forward"] if watch else _none(), \
-            hooks if watch else _none():
+    vocab = loss_parallel() if parallel_loss else nullcontext()
+    with ExitStack() as watching:
+        if watch:
+            for c in (logged["forward"], counts["forward"], hooks):
+                watching.enter_context(c)
         logits = model(tokens)
-        with loss_parallel() if parallel_loss else _none():
+        with vocab:
             loss = loss_fn(logits, targets)
-    with logged["backward"] if watch else _none(), \
-            counts["backward"] if watch else _none():
-        with loss_parallel() if parallel_loss else _none():
+    with ExitStack() as watching:
+        if watch:
+            for c in (logged["backward"], counts["backward"]):
+                watching.enter_context(c)
+        with loss_parallel() if parallel_loss else nullcontext():
             loss.backward()
         for p in model.parameters():
             # SequenceParallel's norms see s/tp tokens: their gradients are partial
             # sums over the ranks' tokens; the optimizer needs them summed
-            if isinstance(p.grad, DTensor) and any(q.is_partial() for q in p.grad.placements):
+            if isinstance(p.grad, DTensor) and \
+                    any(q.is_partial() for q in p.grad.placements):
                 p.grad = p.grad.redistribute(placements=[
                     Replicate() if q.is_partial() else q for q in p.grad.placements])
-    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters()} \
-        if watch else None
-    with logged["optimizer"] if watch else _none():
-        opt.step()
     out = {}
     if watch:
         whole = logits.full_tensor() if isinstance(logits, DTensor) else logits
         out = {"logits": whole.detach().clone(),
-               "grads": grads,
-               "collectives": {k: v.calls for k, v in logged.items()},
-               "comm_debug": {k: {str(op).split(".")[-1]: n for op, n in
-                                  v.get_comm_counts().items()} for k, v in counts.items()},
+               "grads": {n: p.grad.detach().clone()
+                         for n, p in model.named_parameters()},
                "activations": sum(saved.bytes.values())}
+    with logged["optimizer"] if watch else nullcontext():
+        opt.step()
+    if watch:
+        out["collectives"] = {k: v.calls for k, v in logged.items()}
+        out["comm_debug"] = {k: {str(op).split(".")[-1]: n
+                                 for op, n in v.get_comm_counts().items()}
+                             for k, v in counts.items()}
     opt.zero_grad()
     return out
-
-
-class _none:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def shard_of(ref: torch.Tensor, mine, name: str, how: str, rank: int, tp: int):
@@ -264,7 +274,8 @@ def shard_of(ref: torch.Tensor, mine, name: str, how: str, rank: int, tp: int):
     if isinstance(mine, DTensor):      # the API's parameters: compare the whole tensor
         whole = mine.full_tensor()
         if name.endswith("qkv.weight"):
-            whole = whole[torch.argsort(torch.cat([head_rows(r, tp) for r in range(tp)]))]
+            order = torch.cat([head_rows(r, tp) for r in range(tp)])
+            whole = whole[torch.argsort(order)]
         return ref, whole
     if how == "by hand" and name.endswith("qkv.weight"):
         return ref[head_rows(rank, tp)], mine
@@ -294,7 +305,8 @@ class Reference:
             else:
                 self.times.append(time.perf_counter() - t0)
         self.params = {n: p.detach() for n, p in self.model.named_parameters()}
-        self.moved = max((p - start[n]).abs().max().item() for n, p in self.params.items())
+        self.moved = max((p - start[n]).abs().max().item()
+                         for n, p in self.params.items())
 
 
 def train(how: str, world_mesh, device, dp: int, ref: Reference) -> dict:
@@ -349,7 +361,8 @@ def train(how: str, world_mesh, device, dp: int, ref: Reference) -> dict:
             "ref_activations": ref.first["activations"],
             "params": sum(local(p).numel() * local(p).element_size()
                           for p in model.parameters()),
-            "ref_params": sum(p.numel() * p.element_size() for p in ref.params.values())}
+            "ref_params": sum(p.numel() * p.element_size()
+                              for p in ref.params.values())}
 
 
 def sweep(device, repeats: int = 5) -> list[dict]:
@@ -374,15 +387,16 @@ def sweep(device, repeats: int = 5) -> list[dict]:
                 best = min(best, time.perf_counter() - t0)
             slowest = torch.tensor([best], device=device)
             dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-            rows.append({"op": op, "ranks": world, "bytes": nbytes, "s": slowest.item()})
+            rows.append({"op": op, "ranks": world, "bytes": nbytes,
+                         "s": slowest.item()})
     return rows
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--tp", help="tensor-parallel degrees to run, e.g. 2,4 (default: all "
-                    "ranks in one group)")
+    ap.add_argument("--tp", help="tensor-parallel degrees to run, e.g. 2,4 "
+                    "(default: all ranks in one group)")
     ap.add_argument("--dp", type=int, default=1, help="then a dp x (world/dp) mesh")
     ap.add_argument("--out", help="JSON file for the results (written by rank 0)")
     args = ap.parse_args()
@@ -396,7 +410,8 @@ def main() -> None:
     for tp in [int(t) for t in args.tp.split(",")] if args.tp else [world]:
         assert HEADS % tp == 0 and world % tp == 0, f"{tp} does not split the heads"
         # world/tp groups of tp ranks, each training the whole batch
-        mesh = init_device_mesh(args.device, (world // tp, tp), mesh_dim_names=("dp", "tp"))
+        mesh = init_device_mesh(args.device, (world // tp, tp),
+                                mesh_dim_names=("dp", "tp"))
         runs += [train(how, mesh, device, 1, ref) for how in ("by hand", "TP", "TP+SP")]
     if args.dp > 1:
         mesh = init_device_mesh(args.device, (args.dp, world // args.dp),
@@ -407,7 +422,7 @@ def main() -> None:
         print(f"TinyGPT on {world} ranks ({args.device}), {STEPS} Adam steps, "
               "each beside the one-process model:")
         for r in runs:
-            ops = {p: [f"{c[0]} of {c[1] // 1024 or c[1] / 1024:g} KiB over {c[2]}" for c in calls]
+            ops = {p: [f"{op} of {size / 1024:g} KiB over {n}" for op, size, n in calls]
                    for p, calls in r["collectives"].items()}
             print(f"  {r['how']:<11} dp {r['dp']} x tp {r['tp']}: logits "
                   f"{r['logits_diff']:.0e}, grads {r['grad_diff']:.0e}, weights "

@@ -82,7 +82,8 @@ def agreement_words(agree: dict, tolerance: float = 1e-4) -> str:
     if agree["weights"] <= tolerance and agree["moved"] > 100 * agree["weights"]:
         return (f"equal to one process within {tolerance:.0e}: the largest difference "
                 f"of a weight is {agree['weights']:.1e}, where training moved the "
-                f"weights by at least {agree['moved']:.1e}")
+                f"weights by at least {agree['moved']:.1e} (float32 rounding: the ranks "
+                "add partial sums in another order than one process does)")
     return (f"not equal to one process within {tolerance:.0e}: a weight differs by "
             f"{agree['weights']:.1e} (training moved them by {agree['moved']:.1e})")
 
@@ -144,6 +145,20 @@ def error_words(errors: list[float]) -> str:
     way = "below" if worst < 0 else "above"
     return (f"off by a median of {100 * med:.0f} %, and by {100 * abs(worst):.0f} % at "
             f"worst (the prediction {way} the measurement)")
+
+
+def time_words(errors: list[float]) -> str:
+    """The sentence on predicted step times: how far off, and, where the model misses
+    by more than a quarter, what it leaves out (not which of it: nothing here measured
+    that)."""
+    words = f"The step times are predicted {error_words(errors)}."
+    if errors and statistics.median(abs(e) for e in errors) > 0.25:
+        words += (" The model prices the collectives as bare ones on an otherwise idle "
+                  "link and counts nothing for what the framework does around every "
+                  "operator (DTensor places, redistributes and checks placements) or "
+                  "for ranks sharing cores; the page has not measured those apart, so "
+                  "it does not say which of them the difference is.")
+    return words
 
 
 def falls_words(values: list[float]) -> str:

@@ -92,3 +92,10 @@ def test_the_figure_draws_the_one_process_model_as_tp_1():
     assert sorted(points["TP"]) == [1, 2, 4] and sorted(points["TP+SP"]) == [1, 2]
     fig = layers.activation_figure(runs, "t")
     assert len(fig.axes[0].lines) == 4             # measured and planner, per way
+
+
+def test_time_words_name_what_the_model_leaves_out_only_where_it_misses():
+    assert layers.time_words([0.01, -0.02]) == "The step times are predicted within 2 %."
+    far = layers.time_words([-0.8, -0.7])
+    assert far.startswith("The step times are predicted off by a median of 75 %")
+    assert "does not say which" in far
