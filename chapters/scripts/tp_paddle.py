@@ -37,7 +37,7 @@ from paddle.distributed.fleet.meta_parallel import (ColumnParallelLinear,
 from tinygpt_paddle import BATCH, HEADS, VOCAB, WIDTH, TinyGPT, batch, loss_fn
 
 STEPS, LR = 3, 3e-3
-calls = {"forward": [], "backward": []}   # the by-hand collectives: (name, bytes)
+calls = {"forward": [], "backward": []}   # by-hand collectives: (name, bytes, ranks)
 
 
 # --- Megatron's conjugate operators ---------------------------------------------------
@@ -52,7 +52,8 @@ class Copy(PyLayer):
     @staticmethod
     def backward(ctx, grad):
         grad = grad.clone()
-        calls["backward"].append(("all_reduce", grad.numel().item() * 4))
+        calls["backward"].append(("all_reduce", grad.numel().item() * 4,
+                                  dist.get_world_size()))
         dist.all_reduce(grad)
         return grad
 
@@ -64,7 +65,8 @@ class Reduce(PyLayer):
     @staticmethod
     def forward(ctx, x):
         x = x.clone()
-        calls["forward"].append(("all_reduce", x.numel().item() * 4))
+        calls["forward"].append(("all_reduce", x.numel().item() * 4,
+                                 dist.get_world_size()))
         dist.all_reduce(x)
         return x
 
@@ -171,25 +173,30 @@ def train(how: str, rank: int, tp: int) -> dict:
     model = split(model, rank, tp)
     opt = paddle.optimizer.Adam(learning_rate=LR, parameters=model.parameters())
     ref_opt = paddle.optimizer.Adam(learning_rate=LR, parameters=reference.parameters())
-    weights = {p.data_ptr() for p in model.parameters()}
-    saved = {}
+    weights = {p.data_ptr() for p in model.parameters()} | \
+        {p.data_ptr() for p in reference.parameters()}
+    saved, ref_saved = {}, {}
 
-    def pack(t):                       # autograd saves `t` for the backward pass
-        if t.data_ptr() not in weights:  # a weight saved by a product is no new memory
-            saved[t.data_ptr()] = t.numel().item() * t.element_size()
-        return t
+    def packer(into: dict):
+        def pack(t):                       # autograd saves `t` for the backward pass
+            if t.data_ptr() not in weights:  # a weight a product saves is no new memory
+                into[t.data_ptr()] = t.numel().item() * t.element_size()
+            return t
+        return pack
 
     out = {}
     for k in range(STEPS):
         x, y = batch(k)
         calls["forward"].clear()
         calls["backward"].clear()
-        with paddle.autograd.saved_tensors_hooks(pack, lambda t: t):
+        with paddle.autograd.saved_tensors_hooks(packer(saved), lambda t: t):
             logits = model(x)
-        loss = loss_fn(logits, y)
+            loss = loss_fn(logits, y)
         loss.backward()
-        ref_logits = reference(x)
-        loss_fn(ref_logits, y).backward()
+        with paddle.autograd.saved_tensors_hooks(packer(ref_saved), lambda t: t):
+            ref_logits = reference(x)
+            ref_loss = loss_fn(ref_logits, y)
+        ref_loss.backward()
         if k == 0:
             ref_grads = dict(reference.named_parameters())
             out["logits_diff"] = float((logits - ref_logits).abs().max())
@@ -199,11 +206,13 @@ def train(how: str, rank: int, tp: int) -> dict:
                 for n, p in model.named_parameters())
             out["collectives"] = {p: list(c) for p, c in calls.items()}
             out["activations"] = sum(saved.values())
+            out["ref_activations"] = sum(ref_saved.values())
         opt.step()
         opt.clear_grad()
         ref_opt.step()
         ref_opt.clear_grad()
         saved.clear()
+        ref_saved.clear()
     ref = dict(reference.named_parameters())
     out["weight_diff"] = max(float((p - shard_of(ref[n], p, n, rank, tp)).abs().max())
                              for n, p in model.named_parameters())

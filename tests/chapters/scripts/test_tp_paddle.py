@@ -8,6 +8,9 @@ import sys
 
 import pytest
 
+from grader.lab import tensor_parallel as layers
+from grader.lab.planner.layers import param_bytes
+
 from ._run import SCRIPTS, run
 
 pytestmark = pytest.mark.slow
@@ -27,8 +30,11 @@ def test_the_hand_split_equals_one_process(launched):
     assert mine["logits_diff"] <= 1e-5 and mine["grad_diff"] <= 1e-6
     assert mine["weight_diff"] <= 1e-4 < 100 * mine["weight_diff"] < mine["moved"]
     x = 16 * 32 * 64 * 4
-    assert mine["collectives"] == {"forward": [["all_reduce", x]] * 8,
-                                   "backward": [["all_reduce", x]] * 8}
+    assert mine["collectives"] == {"forward": [["all_reduce", x, 2]] * 8,
+                                   "backward": [["all_reduce", x, 2]] * 8}
+    assert layers.counted(mine) == layers.predicted(mine)    # the planner's list
+    assert mine["params"] == param_bytes(layers.MODEL, layers.plan_of(mine))
+    assert mine["activations"] < mine["ref_activations"]
 
 
 def test_fleets_layers_agree_or_say_why_not(launched):

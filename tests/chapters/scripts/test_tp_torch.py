@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from grader.lab import layers
+from grader.lab import tensor_parallel as layers
 from grader.lab.planner.layers import activation_bytes, param_bytes
 
 from ._run import BIN, SCRIPTS, run

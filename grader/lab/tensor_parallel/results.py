@@ -8,7 +8,8 @@ from collections import Counter
 from pathlib import Path
 
 from ..planner import Transformer, calibrated_cluster, fit_alpha_beta, ring_bytes
-from ..planner.layers import LayerPlan, collectives, predict_layers
+from ..planner.layers import (LayerPlan, activation_bytes, bytes_moved, collectives,
+                              param_bytes, predict_layers)
 
 # TinyGPT (chapters/scripts/tinygpt_*.py), as the planner describes it
 MODEL = Transformer(vocab=128, width=64, heads=4, blocks=4, seq=32, batch=16)
@@ -116,6 +117,18 @@ def prediction_rows(runs: list[dict], cluster) -> list[dict]:
                                for k, v in measured.items()},
                      "same_collectives": counted(r) == predicted(r)})
     return rows
+
+
+def memory_line(run: dict) -> str:
+    """A run's parameters, activations and bytes sent per rank beside the planner's (for
+    a run that timed nothing: the Paddle script's)."""
+    plan = plan_of(run)
+    pairs = {"parameters": (run["params"], param_bytes(MODEL, plan)),
+             "activations": (run["activations"], activation_bytes(MODEL, plan)),
+             "sent": (sent(run), bytes_moved(MODEL, plan))}
+    return f"{label(run)}: " + ", ".join(
+        f"{k} {m / 1024:.0f} KiB (planner {p / 1024:.0f}, {100 * (p - m) / m:+.1f} %)"
+        for k, (m, p) in pairs.items())
 
 
 def prediction_table(rows: list[dict]) -> str:

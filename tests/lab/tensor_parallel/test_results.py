@@ -2,7 +2,7 @@
 beside the planner's, and the words the page's sentences pick from numbers."""
 import pytest
 
-from grader.lab import layers
+from grader.lab import tensor_parallel as layers
 from grader.lab.planner.layers import LayerPlan, activation_bytes, collectives, param_bytes
 
 
@@ -99,3 +99,9 @@ def test_time_words_name_what_the_model_leaves_out_only_where_it_misses():
     far = layers.time_words([-0.8, -0.7])
     assert far.startswith("The step times are predicted off by a median of 75 %")
     assert "does not say which" in far
+
+
+def test_memory_line_sets_each_measure_beside_the_planner():
+    line = layers.memory_line(fake_run("by hand"))
+    assert line.startswith("by hand, tp 2: parameters 457 KiB (planner 457, +0.0 %)")
+    assert "sent 2048 KiB (planner 2048, +0.0 %)" in line
