@@ -351,7 +351,8 @@ def train(how: str, world_mesh, device, dp: int, ref: Reference) -> dict:
                             rank_tp, tp)
             worst = max(worst, (r - local(m)).abs().max().item())
         diffs[what] = worst
-    worst = torch.tensor([diffs["logits"], diffs["grads"], diffs["weights"]])
+    worst = torch.tensor([diffs["logits"], diffs["grads"], diffs["weights"]],
+                         device=device)
     dist.all_reduce(worst, op=dist.ReduceOp.MAX)
     return {"how": how, "tp": tp, "dp": dp, "logits_diff": worst[0].item(),
             "grad_diff": worst[1].item(), "weight_diff": worst[2].item(),
