@@ -133,6 +133,7 @@ API: dict[str, dict[str, list[str]]] = {
                   "RowwiseParallel", "SequenceParallel", "loss_parallel", "CommDebugMode",
                   "init_device_mesh", "fully_shard", "saved_tensors_hooks", "torchrun"],
         "paddle": ["PyLayer", "fleet.init", "mp_degree", "ColumnParallelLinear",
+                   "dist.parallelize", "ColWiseParallel", "RowWiseParallel",
                    "RowParallelLinear", "VocabParallelEmbedding",
                    "ColumnSequenceParallelLinear", "saved_tensors_hooks",
                    "paddle.distributed.launch"],

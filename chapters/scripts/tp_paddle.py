@@ -15,6 +15,8 @@ weights on the same batches, and must agree with it:
   fleet    the same split with fleet's layers under fleet.init(mp_degree=tp):
            ColumnParallelLinear, RowParallelLinear, and VocabParallelEmbedding for the
            embedding (split along the vocabulary).
+  auto     the auto-parallel API: dist.parallelize with a plan of ColWiseParallel /
+           RowWiseParallel by layer name, on a ProcessMesh.
   fleet SP fleet's sequence-parallel layers on one MLP: ScatterOp splits the tokens
            (sequence first: (s, b, h)), ColumnSequenceParallelLinear all-gathers them,
            RowSequenceParallelLinear reduce-scatters its output, GatherOp joins them.
@@ -226,6 +228,56 @@ def train(how: str, rank: int, tp: int) -> dict:
     return {"how": how, "tp": tp, **out}
 
 
+def whole(t: paddle.Tensor) -> paddle.Tensor:
+    """A dist tensor gathered whole on this rank (a plain tensor as it is)."""
+    if not t.is_dist():
+        return t
+    return dist.reshard(t, t.process_mesh, [dist.Replicate()])._local_value()
+
+
+def train_auto(tp: int) -> dict:
+    """The auto-parallel API: a plan of ColWiseParallel / RowWiseParallel by layer name,
+    applied by dist.parallelize on a 1-D mesh. Its tensors keep their global shapes
+    (Paddle reshards where the plan needs it), so the q/k/v columns need no regrouping."""
+    mesh = dist.ProcessMesh(list(range(tp)), dim_names=["mp"])
+    plan = {}
+    for i in range(len(TinyGPT().blocks)):
+        plan |= {f"blocks.{i}.qkv": dist.ColWiseParallel(),
+                 f"blocks.{i}.proj": dist.RowWiseParallel(),
+                 f"blocks.{i}.mlp.0": dist.ColWiseParallel(),
+                 f"blocks.{i}.mlp.2": dist.RowWiseParallel()}
+    model, reference = TinyGPT(), TinyGPT()
+    # (parallelize takes AdamW or SGD; AdamW without decay is Adam)
+    opt = paddle.optimizer.AdamW(learning_rate=LR, weight_decay=0.0,
+                                 parameters=model.parameters())
+    model, opt = dist.parallelize(model, opt, mesh=mesh,
+                                  config={"mp_config": {"parallelize_plan": plan}})
+    ref_opt = paddle.optimizer.AdamW(learning_rate=LR, weight_decay=0.0,
+                                     parameters=reference.parameters())
+    out = {}
+    for k in range(STEPS):
+        x, y = batch(k)
+        logits = model(x)
+        loss_fn(logits, y).backward()
+        ref_logits = reference(x)
+        loss_fn(ref_logits, y).backward()
+        if k == 0:
+            out["logits_diff"] = float((whole(logits) - ref_logits).abs().max())
+        opt.step()
+        opt.clear_grad()
+        ref_opt.step()
+        ref_opt.clear_grad()
+    ref = dict(reference.named_parameters())
+    out["weight_diff"] = max(float((whole(p) - ref[n]).abs().max())
+                             for n, p in model.named_parameters())
+    start = dict(TinyGPT().named_parameters())
+    out["moved"] = max(float((p - start[n]).abs().max()) for n, p in ref.items())
+    out["params"] = sum((p._local_value() if p.is_dist() else p).numel().item() * 4
+                        for p in model.parameters())
+    out["ref_params"] = sum(p.numel().item() * 4 for p in reference.parameters())
+    return {"how": "auto", "tp": tp, **out}
+
+
 def sequence_parallel_mlp(tp: int) -> dict:
     """Fleet's sequence-parallel linears on the first block's MLP, against the whole
     MLP in one process (fleet's SP layers take the sequence first: (s, b, h))."""
@@ -266,6 +318,11 @@ def main() -> None:
         except Exception as e:      # what fleet says where it does not run on CPU
             errors[how] = f"{type(e).__name__}: {str(e).strip().splitlines()[0]}"
     try:
+        auto = train_auto(tp)
+    except Exception as e:
+        auto = None
+        errors["auto"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0]}"
+    try:
         mlp = sequence_parallel_mlp(tp)
     except Exception as e:
         mlp = None
@@ -284,6 +341,11 @@ def main() -> None:
             if r["how"] == "by hand":
                 for phase, names in ops.items():
                     print(f"    {phase:<8} {len(names)} all-reduces")
+        if auto is not None:
+            print(f"  auto     tp {tp}: logits {auto['logits_diff']:.0e}, weights "
+                  f"{auto['weight_diff']:.0e} from one process (training moved them "
+                  f"{auto['moved']:.0e}); per rank {auto['params'] / 2**10:.0f} KiB "
+                  "parameters")
         if mlp is not None:
             print(f"  fleet SP tp {tp}, one MLP: output {mlp['output_diff']:.0e} from "
                   "one process")
@@ -292,7 +354,7 @@ def main() -> None:
         if args.out:
             with open(args.out, "w") as f:
                 json.dump({"world": tp, "runs": runs, "errors": errors,
-                           "sp_mlp": mlp}, f)
+                           "auto": auto, "sp_mlp": mlp}, f)
 
 
 if __name__ == "__main__":

@@ -46,3 +46,14 @@ def test_fleets_layers_agree_or_say_why_not(launched):
             assert ran[0]["weight_diff"] <= 1e-4
         else:
             assert launched["errors"][how]        # the framework's own message
+
+
+def test_the_auto_parallel_plan_equals_one_process_or_says_why_not(launched):
+    if launched["auto"] is None:
+        assert launched["errors"]["auto"]
+        return
+    auto = launched["auto"]
+    assert auto["logits_diff"] <= 1e-5
+    assert auto["weight_diff"] <= 1e-4 < 100 * auto["weight_diff"] < auto["moved"]
+    (mine,) = [r for r in launched["runs"] if r["how"] == "by hand"]
+    assert auto["params"] == mine["params"]      # the same split of the same layers
