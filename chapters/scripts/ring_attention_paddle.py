@@ -1,0 +1,162 @@
+"""Ring attention by hand on paddle.distributed ranks (Liu et al. 2023).
+
+The sequence is cut into 2N chunks. Each of the N ranks keeps the queries of two chunks
+and, to begin with, the keys and values of the same two. At each of N steps a rank
+computes attention of its queries against the key/value block it holds and passes that
+block on to the next rank (`isend`) while it receives the previous rank's (`irecv`);
+after N steps every query has met every key. The partial results are merged with the
+online softmax: each block's output is kept normalised, with the log-sum-exp of its
+scores, and two blocks merge as a weighted mean.
+
+Layouts: "contiguous" gives rank r chunks 2r and 2r+1; "zigzag" gives it chunks r and
+2N-1-r, so that under a causal mask every rank has as much to compute. A chunk pair whose
+scores are all masked (keys later than every query) is skipped and not counted.
+
+    python -m paddle.distributed.launch --nproc_per_node 4 ring_attention_paddle.py
+"""
+import argparse
+import json
+import math
+import time
+
+import numpy as np
+import paddle
+import paddle.distributed as dist
+
+HEADS, HEAD_DIM = 4, 16           # TinyGPT's attention: width 64 in 4 heads
+SEQ = 2048                        # a long sequence: what context parallelism is for
+REPEATS = 5                       # timed repeats of every configuration
+
+
+def chunks_of(rank: int, world: int, layout: str) -> list[int]:
+    """The two chunk numbers (of 2 * world) whose queries and keys `rank` holds."""
+    if layout == "contiguous":
+        return [2 * rank, 2 * rank + 1]
+    return [rank, 2 * world - 1 - rank]                          # zigzag
+
+
+def block_attention(q, k, v, causal_diagonal: bool):
+    """Attention of one query chunk over one key chunk: the output normalised within
+    the block, [heads, c, d], and the log-sum-exp of each row's scores, [heads, c]."""
+    scores = paddle.matmul(q, k, transpose_y=True) / math.sqrt(HEAD_DIM)
+    if causal_diagonal:    # the same chunk: a query sees the keys up to its own
+        c = q.shape[1]
+        future = paddle.triu(paddle.ones([c, c], dtype="bool"), 1)
+        scores = paddle.masked_fill(scores, future, float("-inf"))
+    lse = paddle.logsumexp(scores, axis=-1)                        # [heads, c]
+    return paddle.matmul(paddle.exp(scores - lse.unsqueeze(-1)), v), lse
+
+
+def merge(out, lse, block_out, block_lse):
+    """The online-softmax merge of two partial results over disjoint sets of keys:
+    softmax over the union weighs each part by its share exp(lse_part - lse_all)."""
+    if out is None:
+        return block_out, block_lse
+    new_lse = paddle.logaddexp(lse, block_lse)                     # [heads, c]
+    out = (paddle.exp(lse - new_lse).unsqueeze(-1) * out
+           + paddle.exp(block_lse - new_lse).unsqueeze(-1) * block_out)
+    return out, new_lse
+
+
+def exchange(kv, rank, world):
+    """Send this block to the next rank, receive the previous rank's. On gloo a rank's
+    isend waits for the matching receive: even ranks send first, odd ranks receive
+    first (both sending first timed out here), so the ring needs an even world."""
+    incoming = paddle.empty_like(kv)
+    if rank % 2 == 0:
+        tasks = [dist.isend(kv, (rank + 1) % world),
+                 dist.irecv(incoming, (rank - 1) % world)]
+    else:
+        tasks = [dist.irecv(incoming, (rank - 1) % world),
+                 dist.isend(kv, (rank + 1) % world)]
+    return incoming, tasks
+
+
+def ring_attention(q_chunks, kv, layout, causal, rank, world):
+    """One rank's share of attention. q_chunks: its query chunks; kv: its keys and
+    values stacked, [2, heads, 2c, d], its two chunks side by side. Returns the outputs
+    of its query chunks, and what it computed (chunk pairs, and seconds of CPU time)."""
+    my_chunks = chunks_of(rank, world, layout)
+    c = q_chunks[0].shape[1]
+    results = [(None, None) for _ in q_chunks]
+    pairs, busy = 0, 0.0
+    for step in range(world):
+        holder = (rank - step) % world          # whose chunks the block came from
+        kv_chunks = chunks_of(holder, world, layout)
+        k, v = kv[0], kv[1]
+        if step < world - 1:                    # pass the block on
+            incoming, tasks = exchange(kv, rank, world)
+        start = time.thread_time()
+        for i, (qi, q) in enumerate(zip(my_chunks, q_chunks)):
+            for j, kj in enumerate(kv_chunks):
+                if causal and kj > qi:          # every key after every query: skipped
+                    continue
+                block = block_attention(q, k[:, j * c:(j + 1) * c],
+                                        v[:, j * c:(j + 1) * c], causal and kj == qi)
+                results[i] = merge(*results[i], *block)
+                pairs += 1
+        busy += time.thread_time() - start
+        if step < world - 1:
+            for task in tasks:
+                task.wait()
+            kv = incoming
+    return [out for out, _ in results], pairs, busy
+
+
+def full_attention(q, k, v, causal):
+    """The one-process reference: softmax over the whole sequence, [heads, SEQ, d]."""
+    scores = paddle.matmul(q, k, transpose_y=True) / math.sqrt(HEAD_DIM)
+    if causal:
+        future = paddle.triu(paddle.ones([SEQ, SEQ], dtype="bool"), 1)
+        scores = paddle.masked_fill(scores, future, float("-inf"))
+    return paddle.matmul(paddle.nn.functional.softmax(scores, -1), v)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default=None, help="JSON file rank 0 writes")
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+    paddle.set_device(args.device)
+    dist.init_parallel_env()
+    rank, world = dist.get_rank(), dist.get_world_size()
+    rng = np.random.default_rng(0)              # the same q, k, v on every rank
+    q, k, v = paddle.to_tensor(rng.standard_normal((3, HEADS, SEQ, HEAD_DIM),
+                                                   dtype=np.float32)).unbind(0)
+    c = SEQ // (2 * world)
+    chunk = lambda t, i: t[:, i * c:(i + 1) * c]
+    runs = []
+    for layout, causal in (("contiguous", False), ("contiguous", True),
+                           ("zigzag", True)):
+        mine = chunks_of(rank, world, layout)
+        q_chunks = [chunk(q, i) for i in mine]
+        kv = paddle.stack([paddle.concat([chunk(k, i) for i in mine], 1),
+                           paddle.concat([chunk(v, i) for i in mine], 1)])
+        walls, busies = [], []
+        for _ in range(REPEATS):
+            dist.barrier()
+            start = time.perf_counter()
+            outs, pairs, busy = ring_attention(q_chunks, kv, layout, causal, rank, world)
+            walls.append(time.perf_counter() - start)
+            busies.append(busy)
+        want = full_attention(q, k, v, causal)
+        diff = max(float((o - chunk(want, i)).abs().max()) for o, i in zip(outs, mine))
+        mine_stats = {"rank": rank, "chunks": mine, "pairs": pairs, "busy_s": busies,
+                      "wall_s": walls, "max_diff": diff}
+        every = []
+        dist.all_gather_object(every, mine_stats)
+        runs.append({"layout": layout, "causal": causal, "ranks": every})
+        if rank == 0:
+            worst = max(r["max_diff"] for r in every)
+            print(f"{layout:>10}, {'causal' if causal else 'no mask'}: chunk pairs "
+                  f"per rank {[r['pairs'] for r in every]}, largest difference from "
+                  f"full attention {worst:.1e}")
+    if rank == 0 and args.out:
+        with open(args.out, "w") as f:
+            json.dump({"framework": "Paddle", "world": world, "seq": SEQ,
+                       "heads": HEADS, "head_dim": HEAD_DIM, "chunk": c,
+                       "runs": runs}, f)
+
+
+if __name__ == "__main__":
+    main()
