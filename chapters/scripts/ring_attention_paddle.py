@@ -25,7 +25,7 @@ import paddle.distributed as dist
 
 HEADS, HEAD_DIM = 4, 16           # TinyGPT's attention: width 64 in 4 heads
 SEQ = 2048                        # a long sequence: what context parallelism is for
-REPEATS = 5                       # timed repeats of every configuration
+REPEATS = 5                       # timed repeats of every configuration, after one
 
 
 def chunks_of(rank: int, world: int, layout: str) -> list[int]:
@@ -133,12 +133,13 @@ def main() -> None:
         kv = paddle.stack([paddle.concat([chunk(k, i) for i in mine], 1),
                            paddle.concat([chunk(v, i) for i in mine], 1)])
         walls, busies = [], []
-        for _ in range(REPEATS):
+        for repeat in range(REPEATS + 1):          # the first is a warm-up
             dist.barrier()
             start = time.perf_counter()
             outs, pairs, busy = ring_attention(q_chunks, kv, layout, causal, rank, world)
-            walls.append(time.perf_counter() - start)
-            busies.append(busy)
+            if repeat:
+                walls.append(time.perf_counter() - start)
+                busies.append(busy)
         want = full_attention(q, k, v, causal)
         diff = max(float((o - chunk(want, i)).abs().max()) for o, i in zip(outs, mine))
         mine_stats = {"rank": rank, "chunks": mine, "pairs": pairs, "busy_s": busies,
