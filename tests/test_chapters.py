@@ -19,7 +19,8 @@ from grader.lab.core.gpucells import parse_page
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = ROOT / "chapters"
 EXPERIMENT_PAGES = ["toolkit", "async", "multidevice", "communication", "data_parallel",
-                    "auto_parallel", "sharding", "fitting", "pipeline_schedules"]
+                    "auto_parallel", "sharding", "fitting", "pipeline_schedules",
+                    "context_expert"]
 
 # The calls each page is about, per framework: a reader of that tab must see them in a
 # cell (or a script the page shows in full). Pages are added as they are rewritten in
@@ -127,13 +128,22 @@ API: dict[str, dict[str, list[str]]] = {
         "paddle": ["dist.send", "dist.recv", "paddle.autograd.backward",
                    "saved_tensors_hooks", "init_parallel_env", "paddle.distributed.launch"],
     },
+    "context_expert": {
+        "torch": ["dist.isend", "dist.irecv", "torch.logaddexp", "torch.logsumexp",
+                  "context_parallel", "scaled_dot_product_attention",
+                  "dist.all_to_all_single", "torch.autograd.Function", "topk",
+                  "torchrun"],
+        "paddle": ["dist.isend", "dist.irecv", "paddle.logaddexp", "paddle.logsumexp",
+                   "RingFlashAttention", "ProcessMesh", "dist.alltoall", "PyLayer",
+                   "paddle.topk", "paddle.distributed.launch"],
+    },
 }
 
 # Pages whose code cells are held to the 88-column limit (every page, once rewritten).
 COLUMN_LIMIT = 88
 COLUMN_PAGES: list[str] = ["toolkit", "async", "multidevice", "communication",
                            "data_parallel", "auto_parallel", "sharding", "fitting",
-                           "pipeline_schedules"]
+                           "pipeline_schedules", "context_expert"]
 
 
 def _pages() -> list[Path]:

@@ -23,6 +23,7 @@ routing, without communication.
 import argparse
 import json
 import math
+import os
 
 import numpy as np
 import paddle
@@ -211,6 +212,7 @@ def main() -> None:
                   f"{sum(sent_all) - sum(kept_all)}; largest difference from one "
                   f"process (output and gradients) {worst:.1e}")
     if rank == 0 and args.out:
+        os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
         with open(args.out, "w") as f:
             json.dump({"framework": "Paddle", "world": world, "experts": EXPERTS,
                        "top_k": TOP_K, "tokens_per_rank": per_rank, "width": WIDTH,

@@ -19,6 +19,7 @@ same layer on the same tokens, with the same routing, without communication.
 import argparse
 import json
 import math
+import os
 
 import torch
 import torch.distributed as dist
@@ -74,7 +75,7 @@ def route(x, router, capacity):
     onehot = nn.functional.one_hot(expert_cm, EXPERTS)
     position = ((onehot.cumsum(0) - 1) * onehot).sum(-1)          # place in its expert
     kept = position < capacity
-    token = torch.arange(x.shape[0]).repeat(TOP_K)
+    token = torch.arange(x.shape[0], device=x.device).repeat(TOP_K)
     slot = expert_cm * capacity + position
     sent = torch.bincount(expert_cm, minlength=EXPERTS)
     held = torch.bincount(expert_cm[kept], minlength=EXPERTS)
@@ -118,12 +119,16 @@ def moe_reference(x, router, experts, capacity):
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=None, help="JSON file rank 0 writes")
+    parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
-    dist.init_process_group("gloo")
+    dist.init_process_group("gloo" if args.device == "cpu" else "nccl")
     rank, world = dist.get_rank(), dist.get_world_size()
+    device = torch.device("cpu" if args.device == "cpu"
+                          else f"cuda:{os.environ['LOCAL_RANK']}")
+    torch.set_default_device(device)   # every tensor and layer below on this device
     local = EXPERTS // world                        # experts per rank
     with torch.no_grad():     # the MoE layer's input: TinyGPT's embedded first batch
-        tokens = TinyGPT().embed(batch(0)[0]).reshape(-1, WIDTH)   # (512, 64)
+        tokens = TinyGPT().embed(batch(0)[0].to(device)).reshape(-1, WIDTH)  # (512, 64)
     torch.manual_seed(2)
     target = torch.randn_like(tokens)               # the loss: sum of out * target
     per_rank = tokens.shape[0] // world
@@ -167,6 +172,7 @@ def main() -> None:
                   f"{sum(sent_all) - sum(kept_all)}; largest difference from one "
                   f"process (output and gradients) {diff:.1e}")
     if rank == 0 and args.out:
+        os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
         with open(args.out, "w") as f:
             json.dump({"framework": "PyTorch", "world": world, "experts": EXPERTS,
                        "top_k": TOP_K, "tokens_per_rank": per_rank, "width": WIDTH,

@@ -17,6 +17,7 @@ scores are all masked (keys later than every query) is skipped and not counted.
 import argparse
 import json
 import math
+import os
 import time
 
 import torch
@@ -25,6 +26,16 @@ import torch.distributed as dist
 HEADS, HEAD_DIM = 4, 16           # TinyGPT's attention: width 64 in 4 heads
 SEQ = 2048                        # a long sequence: what context parallelism is for
 REPEATS = 5                       # timed repeats of every configuration, after one
+DEVICE = "cpu"                    # or this rank's GPU ("cuda:N"), from --device
+
+
+def clock() -> float:
+    """Seconds of this thread's CPU time on CPU ranks (what the rank computed, however
+    many processes share the cores); on a GPU, wall time after its queued work ends."""
+    if DEVICE == "cpu":
+        return time.thread_time()
+    torch.cuda.synchronize()
+    return time.perf_counter()
 
 
 def chunks_of(rank: int, world: int, layout: str) -> list[int]:
@@ -40,7 +51,7 @@ def block_attention(q, k, v, causal_diagonal: bool):
     scores = q @ k.transpose(-2, -1) / math.sqrt(HEAD_DIM)        # (heads, c, c)
     if causal_diagonal:    # the same chunk: a query sees the keys up to its own
         c = q.shape[1]
-        future = torch.ones(c, c, dtype=torch.bool).triu(1)
+        future = torch.ones(c, c, dtype=torch.bool, device=q.device).triu(1)
         scores = scores.masked_fill(future, float("-inf"))
     lse = torch.logsumexp(scores, dim=-1)                          # (heads, c)
     return torch.exp(scores - lse.unsqueeze(-1)) @ v, lse
@@ -73,7 +84,7 @@ def ring_attention(q_chunks, kv, layout, causal, rank, world):
             incoming = torch.empty_like(kv)
             reqs = [dist.isend(kv, (rank + 1) % world),
                     dist.irecv(incoming, (rank - 1) % world)]
-        start = time.thread_time()
+        start = clock()
         for i, (qi, q) in enumerate(zip(my_chunks, q_chunks)):
             for j, kj in enumerate(kv_chunks):
                 if causal and kj > qi:          # every key after every query: skipped
@@ -82,7 +93,7 @@ def ring_attention(q_chunks, kv, layout, causal, rank, world):
                                         v[:, j * c:(j + 1) * c], causal and kj == qi)
                 results[i] = merge(*results[i], *block)
                 pairs += 1
-        busy += time.thread_time() - start
+        busy += clock() - start
         if step < world - 1:
             for req in reqs:
                 req.wait()
@@ -94,7 +105,7 @@ def full_attention(q, k, v, causal):
     """The one-process reference: softmax over the whole sequence, (heads, SEQ, d)."""
     scores = q @ k.transpose(-2, -1) / math.sqrt(HEAD_DIM)
     if causal:
-        future = torch.ones(SEQ, SEQ, dtype=torch.bool).triu(1)
+        future = torch.ones(SEQ, SEQ, dtype=torch.bool, device=q.device).triu(1)
         scores = scores.masked_fill(future, float("-inf"))
     return scores.softmax(-1) @ v
 
@@ -111,7 +122,7 @@ def try_context_parallel(q, k, v, world):
     from torch.nn.functional import scaled_dot_product_attention
 
     want = full_attention(q, k, v, causal=True)
-    mesh = init_device_mesh(DEVICE, (world,))
+    mesh = init_device_mesh(DEVICE.split(":")[0], (world,))
     q, k, v = (t.unsqueeze(0).clone() for t in (q, k, v))       # (1, heads, SEQ, d)
     try:
         with context_parallel(mesh, buffers=[q, k, v], buffer_seq_dims=[2, 2, 2]):
@@ -135,11 +146,13 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="JSON file rank 0 writes")
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
-    DEVICE = args.device
-    dist.init_process_group("gloo" if DEVICE == "cpu" else "nccl")
+    dist.init_process_group("gloo" if args.device == "cpu" else "nccl")
     rank, world = dist.get_rank(), dist.get_world_size()
+    DEVICE = "cpu" if args.device == "cpu" else f"cuda:{os.environ['LOCAL_RANK']}"
     torch.manual_seed(0)                    # the same q, k, v on every rank
-    q, k, v = torch.randn(3, HEADS, SEQ, HEAD_DIM).unbind(0)
+    if DEVICE != "cpu":
+        torch.cuda.set_device(DEVICE)
+    q, k, v = torch.randn(3, HEADS, SEQ, HEAD_DIM).to(DEVICE).unbind(0)
     c = SEQ // (2 * world)
     chunk = lambda t, i: t[:, i * c:(i + 1) * c]
     runs = []
@@ -171,8 +184,10 @@ def main() -> None:
                   f"full attention {worst:.1e}")
     cp, cp_diff = try_context_parallel(q, k, v, world)
     if rank == 0:
-        print(f"torch.distributed.tensor.experimental.context_parallel on {DEVICE}: {cp}")
+        print(f"torch.distributed.tensor.experimental.context_parallel on "
+              f"{args.device}: {cp}")
         if args.out:
+            os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
             with open(args.out, "w") as f:
                 json.dump({"framework": "PyTorch", "world": world, "seq": SEQ,
                            "heads": HEADS, "head_dim": HEAD_DIM, "chunk": c,
