@@ -13,8 +13,10 @@ expert adds nothing to them). The tokens go to their experts' ranks in one all-t
 and come back in another; the backward pass runs the same two in reverse.
 
 `paddle.distributed.alltoall` is the call for it. The script tries it first; where the
-process group cannot run it (gloo on CPU), the same exchange is written with
-`isend` / `irecv`, one pair of ranks at a time. The output and every gradient are
+process group cannot run it (gloo on CPU), each rank gathers every rank's buffer with
+`all_gather` and keeps its own blocks: the same result, for `world` times the bytes.
+(Written with `isend` / `irecv` one pair of ranks at a time, the exchange timed out on
+4 gloo ranks here; the ring of ring_attention_paddle.py, neighbours only, runs.) The output and every gradient are
 compared with one process that runs the same layer on the same tokens, with the same
 routing, without communication.
 
@@ -43,26 +45,17 @@ def all_to_all(x):
     """Row block j of x goes to rank j; block i of the result came from rank i."""
     world, rank = dist.get_world_size(), dist.get_rank()
     parts = list(paddle.split(x, world))
-    COUNT.append(("alltoall", x.numel().item() * x.element_size()))
     if USE_ALLTOALL:
+        COUNT.append(("alltoall", x.numel().item() * x.element_size()))
         got = []
         dist.alltoall(got, parts)
         return paddle.concat(got)
-    got = [parts[rank] if i == rank else paddle.empty_like(parts[i])
-           for i in range(world)]
-    # pairs in one global order, the lower rank sending first: no two ranks wait on
-    # each other (on gloo a rank's isend waits for the matching receive)
-    for a in range(world):
-        for b in range(a + 1, world):
-            if rank not in (a, b):
-                continue
-            peer = b if rank == a else a
-            order = [("send", peer), ("recv", peer)]
-            for what, p in (order if rank == a else order[::-1]):
-                task = (dist.isend(parts[p], p) if what == "send"
-                        else dist.irecv(got[p], p))
-                task.wait()
-    return paddle.concat(got)
+    # what gloo runs: every rank gathers every rank's whole buffer and keeps the block
+    # meant for it, receiving `world` times the bytes of an all-to-all
+    COUNT.append(("all_gather", x.numel().item() * x.element_size()))
+    every = []
+    dist.all_gather(every, x)
+    return paddle.concat([list(paddle.split(b, world))[rank] for b in every])
 
 
 class AllToAll(PyLayer):

@@ -25,7 +25,7 @@ import paddle
 import paddle.distributed as dist
 
 HEADS, HEAD_DIM = 4, 16           # TinyGPT's attention: width 64 in 4 heads
-SEQ = 2048                        # a long sequence: what context parallelism is for
+SEQ = 1024                        # a long sequence: what context parallelism is for
 REPEATS = 5                       # timed repeats of every configuration, after one
 
 

@@ -1,7 +1,7 @@
-"""moe_paddle.py on 2 gloo ranks (two experts each) with paddle.distributed.launch: the
-output and every gradient equal one process's with the same routing, the tokens kept
-and dropped follow the capacity rule on routing recomputed here, and dist.alltoall is
-tried first."""
+"""moe_paddle.py on 4 gloo ranks (one expert each; the page runs 2, two each) with
+paddle.distributed.launch: the output and every gradient equal one process's with the
+same routing, the tokens kept and dropped follow the capacity rule on routing recomputed
+here, and dist.alltoall is tried first (on gloo, all_gather stands in for it)."""
 from __future__ import annotations
 
 import pytest
@@ -15,9 +15,12 @@ pytestmark = pytest.mark.slow
 def test_moe_equals_one_process_and_drops_by_the_capacity_rule(tmp_path):
     import paddle
 
-    data, log = run_script("moe_paddle.py", 2, tmp_path)
-    assert data["framework"] == "Paddle" and data["world"] == 2
+    data, log = run_script("moe_paddle.py", 4, tmp_path)
+    assert data["framework"] == "Paddle" and data["world"] == 4
     assert f"dist.alltoall on cpu: {data['alltoall']}" in log
+    want = "alltoall" if data["alltoall"] == "ran" else "all_gather"
+    assert {c[0] for r in data["runs"] for s in r["ranks"] for c in s["collectives"]} \
+        == {want}
     moe, gpt = script_module("moe_paddle"), script_module("tinygpt_paddle")
     router, _ = moe.make_layer()
     with paddle.no_grad():
