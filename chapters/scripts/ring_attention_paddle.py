@@ -69,9 +69,9 @@ def merge(out, lse, block_out, block_lse):
 
 
 def exchange(kv, rank, world):
-    """Send this block to the next rank, receive the previous rank's. On gloo a rank's
-    isend waits for the matching receive: even ranks send first, odd ranks receive
-    first (both sending first timed out here), so the ring needs an even world."""
+    """Send this block to the next rank, receive the previous rank's. With every rank
+    posting its isend first, gloo timed out here; so even ranks send first and odd
+    ranks receive first, and the ring needs an even number of ranks."""
     incoming = paddle.empty_like(kv)
     if rank % 2 == 0:
         tasks = [dist.isend(kv, (rank + 1) % world),
