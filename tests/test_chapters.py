@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = ROOT / "chapters"
 EXPERIMENT_PAGES = ["toolkit", "async", "multidevice", "communication", "data_parallel",
                     "auto_parallel", "sharding", "fitting", "pipeline_schedules",
-                    "tensor_parallel"]
+                    "tensor_parallel", "context_expert"]
 
 # The calls each page is about, per framework: a reader of that tab must see them in a
 # cell (or a script the page shows in full). Pages are added as they are rewritten in
@@ -138,13 +138,22 @@ API: dict[str, dict[str, list[str]]] = {
                    "ColumnSequenceParallelLinear", "saved_tensors_hooks",
                    "paddle.distributed.launch"],
     },
+    "context_expert": {
+        "torch": ["dist.isend", "dist.irecv", "torch.logaddexp", "torch.logsumexp",
+                  "context_parallel", "scaled_dot_product_attention",
+                  "dist.all_to_all_single", "torch.autograd.Function", "topk",
+                  "torchrun"],
+        "paddle": ["dist.isend", "dist.irecv", "paddle.logaddexp", "paddle.logsumexp",
+                   "RingFlashAttention", "ProcessMesh", "dist.alltoall", "PyLayer",
+                   "paddle.topk", "paddle.distributed.launch"],
+    },
 }
 
 # Pages whose code cells are held to the 88-column limit (every page, once rewritten).
 COLUMN_LIMIT = 88
 COLUMN_PAGES: list[str] = ["toolkit", "async", "multidevice", "communication",
                            "data_parallel", "auto_parallel", "sharding", "fitting",
-                           "pipeline_schedules", "tensor_parallel"]
+                           "pipeline_schedules", "tensor_parallel", "context_expert"]
 
 
 def _pages() -> list[Path]:
