@@ -56,3 +56,41 @@ class CheckResult:
 
 def total(results: list[CheckResult]) -> tuple[float, float]:
     return sum(r.points for r in results), sum(r.max_points for r in results)
+
+
+@dataclass(frozen=True)
+class PublicResult:
+    """What a public check returns: feedback on the notebook's own example, worth no points,
+    so its text shows no points either (a "1/1" there read as a grade). ``public()`` prints
+    it and fails the cell when it did not pass, as it does with a :class:`CheckResult`."""
+    name: str
+    passed: bool
+    message: str
+    expected: str = ""
+    seen: str = ""
+    hint: str = ""
+
+    @classmethod
+    def of(cls, r: CheckResult) -> "PublicResult":
+        return cls(r.name, r.passed, r.message, r.expected, r.seen, r.hint)
+
+    def text(self) -> str:
+        lines = [f"[{'PASS' if self.passed else 'FAIL'}] {self.name} (not graded) - "
+                 f"{self.message}"]
+        if not self.passed:
+            lines += [f"  {k}: {' ' * (8 - len(k))}{v}" for k, v in
+                      (("expected", self.expected), ("seen", self.seen), ("hint", self.hint))
+                      if v]
+        return "\n".join(lines)
+
+    __str__ = text
+
+    def _repr_html_(self) -> str:
+        color = "#1a7f37" if self.passed else "#cf222e"
+        rows = "".join(
+            f"<tr><th style='text-align:left;padding-right:1em'>{k}</th><td>{html.escape(v)}</td></tr>"
+            for k, v in (("expected", self.expected), ("seen", self.seen), ("hint", self.hint))
+            if v and not self.passed)
+        return (f"<div style='border-left:4px solid {color};padding:.3em .8em;margin:.3em 0'>"
+                f"<b>{html.escape(self.name)}</b> (not graded) &mdash; "
+                f"{html.escape(self.message)}<table>{rows}</table></div>")
