@@ -59,7 +59,9 @@ def to_tensor(framework: str, array: Any):
     a = np.asarray(array)
     a = a if a.dtype == np.bool_ else a.astype(np.float32)
     if framework == "paddle":
-        import paddle
+        from ..wire.values import paddle_module     # no import-time warning in stderr
+
+        paddle = paddle_module()
         return paddle.to_tensor(a, place=paddle.CPUPlace())
     import torch
     return torch.from_numpy(np.ascontiguousarray(a))
