@@ -89,7 +89,7 @@ def read_pair(out: Any, n: int, dv: int) -> tuple[np.ndarray, np.ndarray]:
     return o, lse.reshape(n)
 
 
-def _fmt(a: np.ndarray) -> str:
+def _as_text(a: np.ndarray) -> str:
     return np.array2string(np.asarray(a, dtype=float), precision=4, suppress_small=True)
 
 
@@ -112,8 +112,8 @@ def public_merge(fn: Callable, framework: str = "torch") -> PublicResult:
     if not (np.allclose(o, want_o, atol=EXAMPLE_ATOL) and
             np.allclose(lse, want_lse, atol=EXAMPLE_ATOL)):
         return PublicResult(name, False, "the example's merge is not the example's answer",
-                            expected=f"o {_fmt(want_o)}, lse {_fmt(want_lse)} (log 4)",
-                            seen=f"o {_fmt(o)}, lse {_fmt(lse)}",
+                            expected=f"o {_as_text(want_o)}, lse {_as_text(want_lse)} (log 4)",
+                            seen=f"o {_as_text(o)}, lse {_as_text(lse)}",
                             hint="the second part holds 3 times the softmax mass of the "
                                  "first (exp(log 3) against exp(0))")
     return PublicResult(name, True, "o [[0.25, 0.75]] and lse log 4, as the example says "
@@ -147,8 +147,8 @@ def public_ring_attention(fn: Callable, framework: str = "torch") -> PublicResul
         if not (np.allclose(o, want_o, atol=EXAMPLE_ATOL) and
                 np.allclose(lse, want_lse, atol=EXAMPLE_ATOL)):
             return PublicResult(name, False, f"the example {what} is not the example's answer",
-                                expected=f"o {_fmt(want_o)}, lse {_fmt(want_lse)}",
-                                seen=f"o {_fmt(o)}, lse {_fmt(lse)}",
+                                expected=f"o {_as_text(want_o)}, lse {_as_text(want_lse)}",
+                                seen=f"o {_as_text(o)}, lse {_as_text(lse)}",
                                 hint="scores q k^T / sqrt(d) (d = 1 here), masked-out scores "
                                      "left out of the softmax" if label else
                                 "scores q k^T / sqrt(d) (d = 1 here): 0, 1 and 2")
