@@ -115,7 +115,8 @@ def public_merge(fn: Callable, framework: str = "torch") -> PublicResult:
                             expected=f"o {_as_text(want_o)}, lse {_as_text(want_lse)} (log 4)",
                             seen=f"o {_as_text(o)}, lse {_as_text(lse)}",
                             hint="the second part holds 3 times the softmax mass of the "
-                                 "first (exp(log 3) against exp(0))")
+                                 "first (exp(log 3) against exp(0))",
+                                stops=False)
     return PublicResult(name, True, "o [[0.25, 0.75]] and lse log 4, as the example says "
                                     "(the graded checks try other cases)")
 
@@ -151,6 +152,7 @@ def public_ring_attention(fn: Callable, framework: str = "torch") -> PublicResul
                                 seen=f"o {_as_text(o)}, lse {_as_text(lse)}",
                                 hint="scores q k^T / sqrt(d) (d = 1 here), masked-out scores "
                                      "left out of the softmax" if label else
-                                "scores q k^T / sqrt(d) (d = 1 here): 0, 1 and 2")
+                                "scores q k^T / sqrt(d) (d = 1 here): 0, 1 and 2",
+                                stops=False)
     return PublicResult(name, True, "the example's answers with and without the mask "
                                     "(the graded checks try other cases)")

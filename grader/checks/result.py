@@ -62,13 +62,17 @@ def total(results: list[CheckResult]) -> tuple[float, float]:
 class PublicResult:
     """What a public check returns: feedback on the notebook's own example, worth no points,
     so its text shows no points either (a "1/1" there read as a grade). ``public()`` prints
-    it and fails the cell when it did not pass, as it does with a :class:`CheckResult`."""
+    it and fails the cell when it did not pass, as it does with a :class:`CheckResult`,
+    unless ``stops`` is false: an answer that runs but misses the example is told so, and
+    the graded checks in the same cell still run (else the cell would score 0, and a
+    mistake would lose more than its points)."""
     name: str
     passed: bool
     message: str
     expected: str = ""
     seen: str = ""
     hint: str = ""
+    stops: bool = True
 
     @classmethod
     def of(cls, r: CheckResult) -> "PublicResult":
@@ -81,6 +85,9 @@ class PublicResult:
             lines += [f"  {k}: {' ' * (8 - len(k))}{v}" for k, v in
                       (("expected", self.expected), ("seen", self.seen), ("hint", self.hint))
                       if v]
+            if not self.stops:
+                lines.append("  (not graded: the graded checks still run when the "
+                             "notebook is graded)")
         return "\n".join(lines)
 
     __str__ = text

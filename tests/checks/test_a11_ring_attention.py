@@ -135,3 +135,21 @@ def test_the_reference_is_what_the_notebook_shows():
     ref = reference(A)
     assert 'FRAMEWORK = "torch"  # or "paddle"' in ref["merge"]
     assert "merge(" in ref["ring_attention"]
+
+
+def test_a_public_check_that_misses_the_example_says_so_without_failing_the_cell():
+    """public() raises for an answer that does not run (the released stub, so that
+    validate --invert fails every test cell) but not for one that runs and misses the
+    example: the graded check in the same cell still gives its points."""
+    from grader.checks.support import public as show
+
+    wrong = namespace(A, {"merge": solutions.MERGE_AVERAGE})["merge"]
+    r = public.public_merge(wrong)
+    assert not r.passed and not r.stops and "still run" in r.text()
+    show(r)                                      # no AssertionError
+
+    def stub(*args):
+        raise NotImplementedError
+
+    with pytest.raises(AssertionError):
+        show(public.public_merge(stub))
