@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .result import PublicResult
+from .result import CheckResult
 from .support import StudentError, call
 
 __all__ = ["EXAMPLE", "as_bytes", "public_activation_bytes"]
@@ -32,7 +32,14 @@ def as_bytes(x: Any) -> float:
     return float(x)
 
 
-def public_activation_bytes(fn: Callable) -> PublicResult:
+
+def _public(name: str, ok: bool, message: str, **kw) -> CheckResult:
+    """A public check's result: worth nothing (``public()`` prints it without points);
+    ``advisory=True`` for an answer that runs but misses the notebook's example, so that
+    the graded checks in the same cell still run."""
+    return CheckResult(name, 1 if ok else 0, 1, message, **kw)
+
+def public_activation_bytes(fn: Callable) -> CheckResult:
     """The notebook's worked example, with and without selective recomputation (not
     graded)."""
     name = "a12 (public): activation_bytes on the notebook's example"
@@ -42,21 +49,21 @@ def public_activation_bytes(fn: Callable) -> PublicResult:
             seen[mode] = as_bytes(call(fn, *EXAMPLE["shape"], bytes_per_value=2,
                                        selective=mode == "selective"))
     except StudentError as e:
-        return PublicResult(name, False, str(e), hint="run activation_bytes on the example "
+        return _public(name, False, str(e), hint="run activation_bytes on the example "
                                                       "in a cell")
     except TypeError as e:
-        return PublicResult(name, False, "not a number of bytes", seen=str(e),
+        return _public(name, False, "not a number of bytes", seen=str(e),
                             hint="return the bytes as an int or a float")
     for mode, what in (("full", "without recomputation"),
                        ("selective", "with selective recomputation")):
         low, high = EXAMPLE[mode]
         if not low <= seen[mode] <= high:
-            return PublicResult(name, False, f"the example {what} is not the example's answer",
+            return _public(name, False, f"the example {what} is not the example's answer",
                                 expected=f"{low:,} bytes ({high:,} with the LayerNorm "
                                          "statistics)",
                                 seen=f"{seen[mode]:,.0f} bytes",
                                 hint="bytes, not elements; the example's figures are in the "
                                      "task's text",
-                                stops=False)
-    return PublicResult(name, True, "the example's bytes with and without selective "
+                                advisory=True)
+    return _public(name, True, "the example's bytes with and without selective "
                                     "recomputation (the graded checks count other shapes)")

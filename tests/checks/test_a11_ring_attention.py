@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 from grader.checks import a11_ring_attention as public
-from grader.checks.result import PublicResult
 
 from . import a11_solutions as solutions
 from .assignment_suite import assignment_tests
@@ -54,8 +53,8 @@ def test_the_public_checks_pass_the_reference_and_catch_the_notebooks_own_exampl
     ns = namespace(A, answers)
     for check, fn in (("public_merge", "merge"), ("public_ring_attention", "ring_attention")):
         r = getattr(public, check)(ns[fn], framework)
-        assert isinstance(r, PublicResult) and r.passed, r.text()
-        assert "/" not in r.text().split(" - ")[0]          # no "1/1" for points that do not count
+        assert r.passed, r.text()
+        assert "/" not in r.text(points=False).split(" - ")[0]          # no "1/1" for points that do not count
     wrong = namespace(A, {"merge": solutions.MERGE_AVERAGE})
     assert not public.public_merge(wrong["merge"]).passed
     wrong = namespace(A, {"ring_attention": solutions.RING_IGNORE_MASK})
@@ -145,7 +144,7 @@ def test_a_public_check_that_misses_the_example_says_so_without_failing_the_cell
 
     wrong = namespace(A, {"merge": solutions.MERGE_AVERAGE})["merge"]
     r = public.public_merge(wrong)
-    assert not r.passed and not r.stops and "still run" in r.text()
+    assert not r.passed and r.advisory
     show(r)                                      # no AssertionError
 
     def stub(*args):
