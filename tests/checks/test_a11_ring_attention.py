@@ -152,3 +152,11 @@ def test_a_public_check_that_misses_the_example_says_so_without_failing_the_cell
 
     with pytest.raises(AssertionError):
         show(public.public_merge(stub))
+
+
+@pytest.mark.parametrize("name", sorted(solutions.CORRECT))
+def test_every_correct_answer_passes_the_public_checks(name):
+    ns = namespace(A, solutions.CORRECT[name])
+    fw = ns["FRAMEWORK"]
+    assert public.public_merge(ns["merge"], fw).passed
+    assert public.public_ring_attention(ns["ring_attention"], fw).passed

@@ -93,3 +93,9 @@ def test_sample_submissions_score_as_documented(student, expected):
 
     ns = namespace(A, answers(student, A))
     assert sum(r.points for r in a12.check_all(ns["activation_bytes"])) == expected
+
+
+@pytest.mark.parametrize("name", sorted(solutions.CORRECT))
+def test_every_correct_answer_passes_the_public_check(name):
+    ns = namespace(A, solutions.CORRECT[name])
+    assert public.public_activation_bytes(ns["activation_bytes"]).passed
