@@ -19,6 +19,10 @@ class CheckResult:
     seen: str = ""
     hint: str = ""
     details: tuple[str, ...] = field(default_factory=tuple)
+    # A public check's finding that leaves the cell running (the answer runs, but differs from
+    # the notebook's own example): shown as FAIL, never raised, so that grading goes on to
+    # the hidden tests and the answer loses only the points of its mistake.
+    advisory: bool = False
 
     def __post_init__(self) -> None:
         if not 0 <= self.points <= self.max_points:
@@ -28,9 +32,11 @@ class CheckResult:
     def passed(self) -> bool:
         return self.points == self.max_points
 
-    def text(self) -> str:
-        lines = [f"[{'PASS' if self.passed else 'FAIL'}] {self.name}: "
-                 f"{self.points:g}/{self.max_points:g} - {self.message}"]
+    def text(self, points: bool = True) -> str:
+        """What a student reads; ``points=False`` for a public check, whose result counts
+        for nothing (the graded tests decide the points)."""
+        score = f"{self.points:g}/{self.max_points:g} - " if points else ""
+        lines = [f"[{'PASS' if self.passed else 'FAIL'}] {self.name}: {score}{self.message}"]
         if not self.passed:
             if self.expected:
                 lines.append(f"  expected: {self.expected}")

@@ -89,8 +89,14 @@ def grade(*results: CheckResult) -> float:
 
 
 def public(res: CheckResult) -> None:
-    """A public check in a student notebook: print the result; fail the cell (so that
-    nbgrader's validate reports it) unless it passed."""
-    print(res.text())
-    if not res.passed:
-        raise AssertionError(res.message)
+    """A public check in a student notebook: print the result, without points (it is quick
+    feedback, not a grade: the hidden tests give the points); fail the cell (so that
+    nbgrader's validate reports it) unless it passed, with the message and the hint on the
+    error's own line. An ``advisory`` result (the answer runs but is not what the notebook's
+    example shows) is printed and does not fail the cell: the hidden tests then give the
+    points its mistake leaves."""
+    print(res.text(points=False) + ("" if res.passed else
+                                    "\n(quick check only, no points: when graded, the "
+                                    "hidden tests give the points)"))
+    if not res.passed and not res.advisory:
+        raise AssertionError(res.message + (f" - {res.hint}" if res.hint else ""))

@@ -1,0 +1,356 @@
+"""Hidden checks of assignment 11 (the public ones: ``grader.checks.a11_ring_attention``).
+
+Both tasks are compared with attention computed here in float64 NumPy over all the keys
+at once (``attention_over_keys``), on inputs the judge draws from fixed seeds and hands the
+answer as float32 tensors of the student's framework. The typical mistakes are written
+here as switches of the same computation (``merge_by_rule``, ``ring_by_rule``), so that a
+wrong answer's first hint names the mistake whose output it reproduces.
+
+Task 1 (6 points): two partials over ordinary keys merge to the attention over both: the
+output (2) and the lse (1); large logits, where exp(lse) overflows float32 (1); rows with
+no key in one part (1) and in both parts (1): lse -inf, output 0, no NaN.
+Task 2 (6 points): equal blocks without a mask (2), uneven blocks (1), a causal mask
+(whole future blocks masked) (1), rows with no key at all (1), large logits (1).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from grader.checks.a11_ring_attention import framework_problem, read_pair, to_tensor
+from grader.checks.result import CheckResult
+from grader.checks.support import StudentError, call, result
+
+__all__ = ["attention_over_keys", "merge_by_rule", "partial_by_rule", "ring_by_rule",
+           "MERGE_MISTAKES", "RING_MISTAKES", "check_merge", "check_ring_attention",
+           "check_all"]
+
+RTOL, ATOL = 1e-4, 1e-4
+LARGE_ATOL = 2e-3          # float32 scores of ~1000 carry errors of ~1e-4 each
+# A row with no key has lse -inf; an lse below this counts as -inf too: float32 has no
+# normal number below exp(-87.3), and Paddle 3.3.1's CPU exp(-inf) gives 2.9e-39 in
+# vectorised lanes (0 in the others), so an honest Paddle answer ends near -87.3.
+NO_KEY_LSE = -80.0
+
+MERGE_MISTAKES = {
+    "average": "the two partial outputs are weighted by their share of the softmax mass, "
+               "exp(lse1 - lse) and exp(lse2 - lse), not averaged",
+    "lse_max": "the merged lse is log(exp(lse1) + exp(lse2)), not the larger of the two",
+    "lse_sum": "the merged lse is log(exp(lse1) + exp(lse2)), not lse1 + lse2",
+    "no_max": "exp(lse) overflows float32 past lse = 88: subtract the larger lse of each row "
+              "before exponentiating (m = max(lse1, lse2); exp(lse1 - m), exp(lse2 - m))",
+    "nan_masked": "a row with no key in either part has lse1 = lse2 = -inf, and "
+                  "-inf - (-inf) is NaN: keep such rows at lse -inf and output 0 (replace "
+                  "an infinite max by 0 before subtracting it)",
+}
+RING_MISTAKES = {
+    "no_scale": "scale the scores by 1/sqrt(d): scores = q k^T / sqrt(d)",
+    "ignore_mask": "leave the masked-out keys out: set their scores to -inf before the "
+                   "softmax",
+    "mask_zero": "a masked-out score is -inf (left out of the softmax), not 0 (which "
+                 "still counts as exp(0) = 1)",
+    "init_zero": "start from no keys at all: lse = -inf (exp(-inf) = 0) and o = 0 (or from "
+                 "the first block's partial), not lse = 0",
+    "average": "the two partial outputs are weighted by their share of the softmax mass, "
+               "exp(lse1 - lse) and exp(lse2 - lse), not averaged",
+    "nan_masked": "a row whose keys in a block are all masked has no softmax (0 / 0 is NaN): "
+                  "give it lse -inf and output 0 in that block",
+    "no_max": "exp(scores) overflows float32 past 88: subtract each row's largest score "
+              "before exponentiating (as logsumexp and softmax do)",
+    "lse_max": "ring_attention folds the blocks in with your merge, and its lse is not "
+               "log(exp(lse1) + exp(lse2)): fix task 1 first",
+    "lse_sum": "ring_attention folds the blocks in with your merge, and its lse is not "
+               "log(exp(lse1) + exp(lse2)): fix task 1 first",
+}
+NAN_NO_KEY = ("a row with no allowed key (in a block, or at all) must not give NaN: give "
+              "it lse -inf and output 0 (paddle.logsumexp and softmax of a row of -inf give "
+              "NaN; torch.softmax does too)")
+
+
+# -- the computations, with the mistakes as switches ------------------------------------
+def attention_over_keys(q, k, v, mask=None):
+    """Softmax attention of q over all keys at once (float64): ``(o, lse)``; a row with
+    no allowed key gets o = 0 and lse = -inf."""
+    q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
+    s = q @ k.T / np.sqrt(q.shape[1])
+    if mask is not None:
+        s = np.where(np.asarray(mask, bool), s, -np.inf)
+    m = s.max(axis=1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    w = np.exp(s - m)
+    total = w.sum(axis=1, keepdims=True)
+    with np.errstate(divide="ignore"):
+        lse = (m + np.log(total))[:, 0]
+    o = (w @ v) / np.where(total > 0, total, 1.0)
+    return o, lse
+
+
+def merge_by_rule(o1, lse1, o2, lse2, mistakes=frozenset()):
+    """The merge (float64), or what each typical mistake makes of it."""
+    o1, lse1, o2, lse2 = (np.asarray(a, np.float64) for a in (o1, lse1, o2, lse2))
+    with np.errstate(all="ignore"):
+        if "no_max" in mistakes:
+            w1, w2 = np.exp(lse1.astype(np.float32)), np.exp(lse2.astype(np.float32))
+            w1, w2 = w1.astype(np.float64), w2.astype(np.float64)
+            m = np.zeros_like(lse1)
+        else:
+            m = np.maximum(lse1, lse2)
+            if "nan_masked" not in mistakes:
+                m = np.where(np.isfinite(m), m, 0.0)
+            w1, w2 = np.exp(lse1 - m), np.exp(lse2 - m)
+        total = w1 + w2
+        lse = m + np.log(total)
+        if "average" in mistakes:
+            o = (o1 + o2) / 2
+        elif "no_max" in mistakes or "nan_masked" in mistakes:
+            o = (w1[:, None] * o1 + w2[:, None] * o2) / total[:, None]
+        else:
+            o = (w1[:, None] * o1 + w2[:, None] * o2) / np.where(total > 0, total, 1.0)[:, None]
+    if "lse_max" in mistakes:
+        lse = np.maximum(lse1, lse2)
+    if "lse_sum" in mistakes:
+        lse = lse1 + lse2
+    return o, lse
+
+
+def partial_by_rule(q, k, v, mask=None, mistakes=frozenset()):
+    """One block's partial result (float64), or a typical mistake's."""
+    q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
+    s = q @ k.T / (1.0 if "no_scale" in mistakes else np.sqrt(q.shape[1]))
+    if mask is not None and "ignore_mask" not in mistakes:
+        s = np.where(np.asarray(mask, bool), s, 0.0 if "mask_zero" in mistakes else -np.inf)
+    with np.errstate(all="ignore"):
+        if "no_max" in mistakes:
+            w = np.exp(s.astype(np.float32)).astype(np.float64)
+            m = np.zeros((s.shape[0], 1))
+        else:
+            m = s.max(axis=1, keepdims=True)
+            m = np.where(np.isfinite(m), m, 0.0)
+            w = np.exp(s - m)
+        total = w.sum(axis=1, keepdims=True)
+        lse = (m + np.log(total))[:, 0]
+        if "nan_masked" in mistakes or "no_max" in mistakes:
+            o = (w @ v) / total
+        else:
+            o = (w @ v) / np.where(total > 0, total, 1.0)
+    return o, lse
+
+
+def ring_by_rule(q, k_blocks, v_blocks, masks=None, mistakes=frozenset()):
+    """Ring attention (float64): each block's partial folded in with the merge."""
+    n, dv = np.asarray(q).shape[0], np.asarray(v_blocks[0]).shape[1]
+    o, lse = np.zeros((n, dv)), np.full(n, 0.0 if "init_zero" in mistakes else -np.inf)
+    for i, (k, v) in enumerate(zip(k_blocks, v_blocks)):
+        ob, lb = partial_by_rule(q, k, v, None if masks is None else masks[i], mistakes)
+        o, lse = merge_by_rule(o, lse, ob, lb, mistakes & {"average", "lse_max", "lse_sum"})
+    return o, lse
+
+
+def _same(seen, want, atol=ATOL) -> bool:
+    """Equal within tolerance, -inf where -inf is expected, and no NaN where none is."""
+    seen, want = np.asarray(seen, np.float64), np.asarray(want, np.float64)
+    if seen.shape != want.shape:
+        return False
+    seen = np.where(np.isneginf(want) & (seen <= NO_KEY_LSE), -np.inf, seen)
+    return bool(np.allclose(seen, want, rtol=RTOL, atol=atol, equal_nan=True))
+
+
+# -- task 1: merge ------------------------------------------------------------------------
+def _draw(seed: int, n: int, sizes: tuple, d: int = 8, dv: int = 4, scale: float = 1.0,
+          dead_rows: dict | None = None, causal_at: int | None = None):
+    """q, key/value blocks and masks: ``dead_rows`` {block: rows} masks those rows of a
+    block entirely; ``causal_at`` puts the query block at that position of the sequence."""
+    rng = np.random.default_rng(seed)
+    q = (rng.standard_normal((n, d)) * scale).astype(np.float32)
+    ks = [(rng.standard_normal((m, d)) * scale).astype(np.float32) for m in sizes]
+    vs = [rng.standard_normal((m, dv)).astype(np.float32) for m in sizes]
+    masks = None
+    if dead_rows is not None:
+        masks = [np.ones((n, m), bool) for m in sizes]
+        for b, rows in dead_rows.items():
+            masks[b][list(rows)] = False
+    if causal_at is not None:
+        q_pos = causal_at + np.arange(n)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        masks = [(start + np.arange(m))[None, :] <= q_pos[:, None]
+                 for start, m in zip(starts, sizes)]
+    return q, ks, vs, masks
+
+
+def _full(q, ks, vs, masks):
+    return attention_over_keys(q, np.concatenate(ks), np.concatenate(vs),
+                               None if masks is None else np.concatenate(masks, axis=1))
+
+
+# (label, draw): two blocks each, merged once
+MERGE_CASES = {
+    "plain": [dict(seed=11, n=5, sizes=(4, 6)), dict(seed=12, n=3, sizes=(1, 3))],
+    "large": [dict(seed=13, n=4, sizes=(5, 3), scale=20.0)],
+    "one_side": [dict(seed=14, n=4, sizes=(3, 5), dead_rows={0: (1, 3)}),
+                 dict(seed=15, n=3, sizes=(2, 2), dead_rows={1: (0,)})],
+    "both": [dict(seed=16, n=4, sizes=(3, 3), dead_rows={0: (0, 2), 1: (2, 3)})],
+}
+
+
+def _merge_inputs(case: dict):
+    q, ks, vs, masks = _draw(**case)
+    parts = [attention_over_keys(q, k, v, None if masks is None else masks[i])
+             for i, (k, v) in enumerate(zip(ks, vs))]
+    (o1, l1), (o2, l2) = parts
+    as32 = [np.asarray(a, np.float32) for a in (o1, l1, o2, l2)]
+    return as32, _full(q, ks, vs, masks)
+
+
+def check_merge(fn: Callable, framework: str = "torch") -> CheckResult:
+    """6 points: ordinary partials' output (2) and lse (1); large logits (1); rows with no
+    key in one part (1) and in both (1)."""
+    name = "a11: merge combines two partial attention results"
+    if (bad := framework_problem(name, 6, framework)) is not None:
+        return bad
+    got = {}
+    try:
+        for label, cases in MERGE_CASES.items():
+            for i, case in enumerate(cases):
+                args, want = _merge_inputs(case)
+                out = call(fn, *[to_tensor(framework, a) for a in args])
+                got[(label, i)] = (args, want, read_pair(out, *want[0].shape))
+    except StudentError as e:
+        return CheckResult(name, 0, 6, str(e), hint="run the public check above")
+    except (TypeError, ValueError) as e:
+        return CheckResult(name, 0, 6, "not a pair (o, lse) of the right shapes",
+                           seen=str(e), hint="return o, lse: o of shape (n, dv), lse (n,)")
+
+    def first_wrong(label, which, atol=ATOL):
+        for (lab, i), (args, want, seen) in got.items():
+            if lab != label:
+                continue
+            if not _same(seen[which], want[which], atol):
+                return args, want, seen
+        return None
+
+    def hint_for(found, fallback):
+        args, _, seen = found
+        for mistake, hint in MERGE_MISTAKES.items():
+            o, lse = merge_by_rule(*args, mistakes={mistake})
+            if _same(seen[0], o, LARGE_ATOL) and _same(seen[1], lse, LARGE_ATOL):
+                return hint
+        if np.isnan(seen[0]).any() or np.isnan(seen[1]).any():
+            return "NaN in the result: " + fallback
+        return fallback
+
+    parts = []
+    spec = [("plain", 0, 2, "the merged output is not the attention over both blocks",
+             "the output is the two partial outputs weighted by exp(lse1 - lse) and "
+             "exp(lse2 - lse)"),
+            ("plain", 1, 1, "the merged lse is not the log-sum-exp over both blocks",
+             MERGE_MISTAKES["lse_max"]),
+            ("large", None, 1, "large logits (lse near 1000) do not merge right",
+             MERGE_MISTAKES["no_max"]),
+            ("one_side", None, 1, "a row with no key in one part is not the other part's",
+             "a part with lse -inf weighs exp(-inf) = 0: the row is the other part's o "
+             "and lse"),
+            ("both", None, 1, "a row with no key in either part is not lse -inf, output 0",
+             MERGE_MISTAKES["nan_masked"])]
+    for label, which, points, what, fallback in spec:
+        atol = LARGE_ATOL if label == "large" else ATOL
+        found = None
+        for w in ((0, 1) if which is None else (which,)):
+            found = found or first_wrong(label, w, atol)
+        if found is None:
+            parts.append((points, True, "", "", "", ""))
+            continue
+        args, want, seen = found
+        parts.append((points, False, what,
+                      f"o {_fmt(want[0])}, lse {_fmt(want[1])}",
+                      f"o {_fmt(seen[0])}, lse {_fmt(seen[1])}",
+                      hint_for(found, fallback)))
+    return result(name, 6, parts, "the merge equals attention over both blocks, with large "
+                                  "logits and with rows that have no key")
+
+
+def _fmt(a) -> str:
+    a = np.asarray(a, np.float64)
+    flat = a.reshape(-1)[:6]
+    text = np.array2string(flat, precision=4, suppress_small=True, max_line_width=200)
+    return text if a.size <= 6 else text[:-1] + " ...]"
+
+
+# -- task 2: ring attention ---------------------------------------------------------------
+RING_CASES = {
+    "even": [dict(seed=21, n=6, sizes=(4, 4, 4, 4)), dict(seed=22, n=2, sizes=(3, 3))],
+    "uneven": [dict(seed=23, n=5, sizes=(5, 1, 7, 3)), dict(seed=24, n=4, sizes=(2, 9))],
+    # the query block at positions 8..11 of 16 (a whole block in its future), and 3..5 of 12
+    "causal": [dict(seed=25, n=4, sizes=(4, 4, 4, 4), causal_at=8),
+               dict(seed=26, n=3, sizes=(3, 2, 6, 1), causal_at=3)],
+    "no_key": [dict(seed=27, n=5, sizes=(3, 4, 2), dead_rows={0: (1, 4), 1: (1, 4),
+                                                            2: (1, 2, 4)})],
+    "large": [dict(seed=28, n=4, sizes=(3, 5, 2), scale=20.0)],
+}
+
+
+def _ring_hint(case: dict, seen, fallback: str) -> str:
+    q, ks, vs, masks = _draw(**case)
+    for mistake, hint in RING_MISTAKES.items():
+        o, lse = ring_by_rule(q, ks, vs, masks, {mistake})
+        if _same(seen[0], o, LARGE_ATOL) and _same(seen[1], lse, LARGE_ATOL):
+            return hint
+    if np.isnan(seen[0]).any() or np.isnan(seen[1]).any():
+        return RING_MISTAKES["no_max"] if case.get("scale", 1) > 1 else NAN_NO_KEY
+    return fallback
+
+
+def check_ring_attention(fn: Callable, framework: str = "torch") -> CheckResult:
+    """6 points: equal blocks (2), uneven blocks (1), a causal mask (1), rows with no key
+    (1), large logits (1)."""
+    name = "a11: ring_attention equals full attention"
+    if (bad := framework_problem(name, 6, framework)) is not None:
+        return bad
+    seen = {}
+    try:
+        for label, cases in RING_CASES.items():
+            for i, case in enumerate(cases):
+                q, ks, vs, masks = _draw(**case)
+                out = call(fn, to_tensor(framework, q), [to_tensor(framework, k) for k in ks],
+                           [to_tensor(framework, v) for v in vs],
+                           None if masks is None else [to_tensor(framework, m) for m in masks])
+                seen[(label, i)] = read_pair(out, q.shape[0], vs[0].shape[1])
+    except StudentError as e:
+        return CheckResult(name, 0, 6, str(e), hint="run the public check above")
+    except (TypeError, ValueError) as e:
+        return CheckResult(name, 0, 6, "not a pair (o, lse) of the right shapes",
+                           seen=str(e), hint="return o, lse: o of shape (n, dv), lse (n,)")
+    spec = [("even", 2, "equal blocks without a mask", "scores q k^T / sqrt(d), each "
+             "block's softmax-weighted values and lse, merged block after block (if task "
+             "1's check failed, fix merge first: ring_attention uses it)"),
+            ("uneven", 1, "blocks of different sizes", "each block has its own number of "
+             "keys: take the sizes from the blocks"),
+            ("causal", 1, "a causal mask", RING_MISTAKES["ignore_mask"]),
+            ("no_key", 1, "rows with no key at all", "a row with no key has lse -inf and "
+             "output 0, with no NaN on the way"),
+            ("large", 1, "large logits", RING_MISTAKES["no_max"])]
+    parts = []
+    for label, points, what, fallback in spec:
+        atol = LARGE_ATOL if label == "large" else ATOL
+        wrong = None
+        for i, case in enumerate(RING_CASES[label]):
+            want = _full(*_draw(**case))
+            got = seen[(label, i)]
+            if not (_same(got[0], want[0], atol) and _same(got[1], want[1], atol)):
+                wrong = (case, want, got)
+                break
+        if wrong is None:
+            parts.append((points, True, "", "", "", ""))
+            continue
+        case, want, got = wrong
+        shape = f"{case['n']} queries, key blocks of {list(case['sizes'])}"
+        parts.append((points, False, f"{what}: not full attention ({shape})",
+                      f"o {_fmt(want[0])}, lse {_fmt(want[1])}",
+                      f"o {_fmt(got[0])}, lse {_fmt(got[1])}",
+                      _ring_hint(case, got, fallback)))
+    return result(name, 6, parts, "equal to full attention on equal and uneven blocks, "
+                                  "causal and fully masked rows, large logits")
+
+
+def check_all(merge_fn: Callable, ring_fn: Callable, framework: str = "torch"):
+    return [check_merge(merge_fn, framework), check_ring_attention(ring_fn, framework)]
