@@ -19,7 +19,7 @@ from grader.lab.core.gpucells import parse_page
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = ROOT / "chapters"
 EXPERIMENT_PAGES = ["toolkit", "async", "multidevice", "communication", "data_parallel",
-                    "auto_parallel", "sharding"]
+                    "auto_parallel", "sharding", "fitting", "pipeline_schedules"]
 
 # The calls each page is about, per framework: a reader of that tab must see them in a
 # cell (or a script the page shows in full). Pages are added as they are rewritten in
@@ -110,12 +110,30 @@ API: dict[str, dict[str, list[str]]] = {
                    "dist.recv", "paddle.autograd.backward", "paddle.distributed.launch",
                    "paddle.device.cuda"],
     },
+    "fitting": {
+        "torch": ["saved_tensors_hooks", "untyped_storage", "checkpoint(",
+                  "checkpoint_sequential", "use_reentrant=False",
+                  'torch.autocast("cpu", dtype=torch.bfloat16)', "torch.amp.GradScaler",
+                  "scaler.scale(loss)", "scaler.step(", "scaler.update()"],
+        "paddle": ["saved_tensors_hooks", "fleet.utils import recompute",
+                   "recompute_sequential", "paddle.amp.auto_cast", "paddle.amp.decorate",
+                   "master_weight=True", "paddle.amp.GradScaler", "scaler.scale(loss)",
+                   "scaler.step(", "scaler.update()"],
+    },
+    "pipeline_schedules": {
+        "torch": ["PipelineStage", "ScheduleGPipe", "Schedule1F1B", "ScheduleInterleaved1F1B",
+                  "ScheduleInterleavedZeroBubble", "ScheduleZBVZeroBubble",
+                  "backward_weight_one_chunk", "saved_tensors_hooks", "torchrun"],
+        "paddle": ["dist.send", "dist.recv", "paddle.autograd.backward",
+                   "saved_tensors_hooks", "init_parallel_env", "paddle.distributed.launch"],
+    },
 }
 
 # Pages whose code cells are held to the 88-column limit (every page, once rewritten).
 COLUMN_LIMIT = 88
 COLUMN_PAGES: list[str] = ["toolkit", "async", "multidevice", "communication",
-                           "data_parallel", "auto_parallel", "sharding"]
+                           "data_parallel", "auto_parallel", "sharding", "fitting",
+                           "pipeline_schedules"]
 
 
 def _pages() -> list[Path]:

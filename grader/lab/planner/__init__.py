@@ -7,7 +7,9 @@ model, :mod:`.collectives`), and a *planner* that searches the space of strategi
 (:mod:`.search`), for one model family: an MLP of bias-free ``Linear`` layers with ReLU
 between them, trained with plain SGD, over a (dp, tp) mesh. :mod:`.sharded` grows it for
 the sharding chapter: a transformer's memory per rank under ZeRO's stages, tensor and
-pipeline parallelism (with its bubble) and their 2-D combinations.
+pipeline parallelism (with its bubble) and their 2-D combinations; :mod:`.activations`
+for the fitting chapter: activation memory, recomputation and mixed precision, and which
+of them makes a plan fit.
 
 Everything a chapter or a check needs is importable from here.
 """
@@ -18,6 +20,8 @@ from .cost import Prediction, Strategy, compute_flops, memory_terms, predict
 from .layouts import (CONVERT, DP_SYNC, GIVES, NEEDS, PLACEMENTS, Collective, comm_bytes,
                       comm_plan)
 from .search import best_strategy, enumerate_strategies, rank_correlation
+from .activations import (KNOBS, PRECISIONS, RECOMPUTE, FitResult, FittedPrediction,
+                          Knobs, fitting_search, make_it_fit, predict_fitted)
 from .sharded import (SCHEDULES, Plan, PlanPrediction, Transformer, bubble_fraction,
                       plan_search, plans_for, predict_plan)
 
@@ -28,4 +32,5 @@ __all__ = ["Cluster", "Link", "PRESETS", "calibrated_cluster", "with_devices", "
            "Collective", "comm_plan", "comm_bytes", "enumerate_strategies",
            "best_strategy", "rank_correlation", "Transformer", "Plan", "PlanPrediction",
            "predict_plan", "plan_search", "plans_for", "bubble_fraction",
-           "SCHEDULES"]
+           "SCHEDULES", "Knobs", "KNOBS", "PRECISIONS", "RECOMPUTE", "FittedPrediction",
+           "predict_fitted", "FitResult", "make_it_fit", "fitting_search"]

@@ -41,6 +41,7 @@ class Cluster:
     per_node: int | None = None
     assumptions: str = ""
     overhead: float = 0.0     # seconds the framework adds to every step (0: not modelled)
+    bf16_flops: float = 0.0   # FLOP/s in 16-bit mixed precision (0: as ``flops``)
 
     # one link for the whole cluster: what a single-node description reads
     @property
@@ -87,13 +88,15 @@ class Cluster:
 # Latency per ring step: Paddle's cost model (CommContext) defaults, 3.4 us over NVLink,
 # 5.7 us through a PCIe host bridge, 9.6 us between machines. 100 Gb Ethernet: one port
 # per node, shared by its 8 GPUs when all of them cross at once.
-_A100 = dict(flops=19.5e12, memory=80 * 2**30)
+# A user trains in BF16 mixed precision on tensor cores: 312 TFLOP/s dense (datasheet),
+# the rate the fitting chapter's 16-bit plans are priced at (``bf16_flops``).
+_A100 = dict(flops=19.5e12, memory=80 * 2**30, bf16_flops=312e12)
 _NVLINK = Link("NVLink", 600e9 / 2, 3.4e-6)
 _PCIE = Link("PCIe Gen4 x16", 64e9 / 2, 5.7e-6)
 _ETHERNET = Link("100 Gb Ethernet", 100e9 / 8 / 8, 9.6e-6)
 _SOURCES = ("assumed, not measured: A100 datasheet figures (FP32 peak 19.5 TFLOP/s, "
-            "80 GB; {links}); ring latencies are Paddle's cost-model defaults; no "
-            "framework overhead")
+            "BF16 tensor-core peak 312 TFLOP/s, 80 GB; {links}); ring latencies are "
+            "Paddle's cost-model defaults; no framework overhead")
 
 PRESETS = {
     "8 GPUs NVLink": Cluster(

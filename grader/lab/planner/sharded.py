@@ -26,12 +26,18 @@ the collectives of each stage over the data-parallel ranks, one per unit for the
 sharded stages (ring alpha-beta, :mod:`.collectives`); Megatron's four all-reduces of
 activations per block and micro-batch over ``tp``; two point-to-point transfers per
 micro-batch and stage boundary; the cluster's overhead. Nothing overlaps.
+
+A plan may also name the schedules of :mod:`.schedules` (interleaved 1F1B, ZB-H1 and
+PyTorch's zero-bubble schedules): their bubble stretches the compute, their first
+rank's micro-batches in flight set the activations, and ``v`` stages per rank send
+``v`` times the transfers. :func:`plans_for` still tries GPipe and 1F1B only.
 """
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
 
+from . import schedules as S
 from .cluster import Cluster
 from .collectives import collective_time, ring_bytes
 
@@ -169,16 +175,17 @@ def _check(model: Transformer, plan: Plan) -> None:
         problems.append(f"ZeRO-{plan.zero} needs data-parallel ranks (dp > 1)")
     if plan.replicas > 1 and (plan.zero != 3 or plan.dp % plan.replicas):
         problems.append("replicas split the data-parallel ranks of a ZeRO-3 plan")
-    if model.blocks % plan.pp:
-        problems.append(f"{model.blocks} blocks do not split into {plan.pp} stages")
+    stages = plan.pp * S.VIRTUAL.get(plan.schedule, 1)
+    if model.blocks % stages:
+        problems.append(f"{model.blocks} blocks do not split into {stages} stages")
     if model.heads % plan.tp or model.width % plan.tp:
         problems.append(f"{model.heads} heads of width {model.width} do not split "
                         f"over tp={plan.tp}")
     if model.batch % (plan.dp * plan.micro):
         problems.append(f"{model.batch} sequences do not split into dp={plan.dp} x "
                         f"{plan.micro} micro-batches")
-    if plan.schedule not in SCHEDULES:
-        problems.append(f"schedule {plan.schedule!r}: use one of {SCHEDULES}")
+    if plan.schedule not in S.SCHEDULES:
+        problems.append(f"schedule {plan.schedule!r}: use one of {S.SCHEDULES}")
     if problems:
         raise ValueError(f"{plan}: " + "; ".join(problems))
 
@@ -204,7 +211,8 @@ def _memory(model: Transformer, plan: Plan) -> dict[str, float]:
     mem = {"params": params, "grads": whole / n if z >= 2 else whole,
            "optimizer": model.opt_states * whole / (n if z >= 1 else 1)}
     tokens = model.batch // plan.dp // plan.micro * model.seq
-    in_flight = plan.micro if plan.schedule == "GPipe" else min(plan.pp, plan.micro)
+    # the first stage holds the most (GPipe: all micro; 1F1B: min(pp, micro))
+    in_flight = S.in_flight(plan.schedule, plan.pp, plan.micro, 0)
     per_block, edges = model.activation_bytes(plan.tp)
     mem["activations"] = in_flight * tokens * (model.blocks // plan.pp * per_block + edges)
     return mem
@@ -248,7 +256,9 @@ def predict_plan(model: Transformer, plan: Plan, cluster: Cluster) -> PlanPredic
     mem = _memory(model, plan)
     tokens = model.batch // plan.dp * model.seq
     compute = model.flops_per_token() * tokens / (plan.tp * plan.pp) / cluster.flops
-    terms = {"compute": compute * (m + plan.pp - 1) / m,     # the bubble stretches it
+    stretch = (m + plan.pp - 1) / m if plan.schedule in SCHEDULES else \
+        1 / (1 - S.bubble(plan.schedule, plan.pp, m))
+    terms = {"compute": compute * stretch,                   # the bubble stretches it
              "dp communication": 0.0, "tp communication": 0.0}
     sent = 0.0
     for op, size, ranks, stride, group in step_collectives(model, plan):
@@ -259,8 +269,9 @@ def predict_plan(model: Transformer, plan: Plan, cluster: Cluster) -> PlanPredic
     if plan.pp > 1:        # each micro-batch crosses each boundary forward and back
         size = tokens // m * model.width * model.itemsize
         link = cluster.link(2, plan.tp)
-        terms["pp transfers"] = 2 * m * (link.latency + size / link.bandwidth)
-        sent += 2 * m * size
+        crossings = 2 * m * S.VIRTUAL[plan.schedule]         # v stages: v times
+        terms["pp transfers"] = crossings * (link.latency + size / link.bandwidth)
+        sent += crossings * size
     terms["overhead"] = cluster.overhead
     return PlanPrediction(plan, terms, mem, sent, sum(mem.values()) <= cluster.memory)
 
