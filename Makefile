@@ -25,7 +25,7 @@ help:
 $(STAMP): pyproject.toml constraints.txt
 	@test -x "$(PY)" || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade "pip>=23.2"
-	$(PY) -m pip install --quiet -c constraints.txt -e ".[book,grading,dev,hub]"
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[torch,paddle,book,grading,dev,hub]"
 ifeq ($(GPU),1)
 	$(PY) -m pip uninstall --yes paddlepaddle
 	$(PY) -m pip install --quiet paddlepaddle-gpu==$$(grep '^paddlepaddle==' constraints.txt | cut -d= -f3) $(if $(PADDLE_GPU_INDEX),-i $(PADDLE_GPU_INDEX))

@@ -24,10 +24,11 @@ from pathlib import Path
 
 import nbformat
 
-__all__ = ["wheel_name", "build_wheel", "setup_cell", "with_setup_cell", "SETUP_ID"]
+__all__ = ["wheel_name", "build_wheel", "setup_cell", "with_setup_cell", "notebook_framework",
+           "SETUP_ID"]
 
 SETUP_ID = "course-setup"       # the cell's id in the student notebooks
-_SOURCES = ("grader", "pyproject.toml", "README.md")
+_SOURCES = ("grader", "pyproject.toml", "README.md", "constraints.txt")
 
 
 def wheel_name(root: Path) -> str:
@@ -80,20 +81,31 @@ def build_wheel(root: Path, out_dir: Path, cache_dir: Path) -> Path:
 
 
 _CELL = '''\
-# Set-up. This notebook needs the course's Python package, `grader`. On the course's hub
-# it is installed; anywhere else this cell installs it with pip from the wheel the book
-# publishes next to this notebook, {wheel}
-# (on the exercises page): save that file in this notebook's folder.{or_book}
-# pip also installs NumPy, Matplotlib, PyTorch and Paddle if they are missing (large
-# downloads, the first time).
+# Set-up. This notebook needs the course's Python package, `grader`{needs}.
+# On the course's hub everything is installed. Anywhere else (a laptop, Colab) this cell
+# installs what is missing with pip, quietly, and says what: the course package from the
+# wheel the book publishes next to this notebook, {wheel}
+# (on the exercises page: save it in this notebook's folder){or_book}.
 import importlib
 import importlib.util
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 WHEEL = "{wheel}"
 BOOK = "{book}"  # the book's address, when its build was told it
+FRAMEWORK = "{framework}"  # the framework this notebook's answers use by default
+PINS = {{"torch": "torch=={torch}", "paddle": "paddlepaddle=={paddle}"}}  # the book's
+
+
+def pip(*args):
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", *args],
+                          capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError("pip failed:\\n" + done.stderr[-2000:])
+
+
 if importlib.util.find_spec("grader") is None:
     if Path(WHEEL).is_file():
         source = str(Path(WHEEL).resolve())
@@ -104,22 +116,58 @@ if importlib.util.find_spec("grader") is None:
             f"the course package is not installed here and {{WHEEL}} is not in this "
             f"notebook's folder ({{Path.cwd()}}): download it from the book's exercises "
             "page into that folder, then run this cell again")
-    print(f"installing the course package from {{source}} with pip ...", flush=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", source], check=True)
-    importlib.invalidate_caches()
-    if importlib.util.find_spec("grader") is None:
-        raise RuntimeError("installed, but this kernel does not see it yet: restart "
-                           "the kernel and run the notebook again from the top")
+    print(f"installing the course package (with NumPy and Matplotlib) from {{source}}")
+    pip(source)
+if FRAMEWORK and importlib.util.find_spec(FRAMEWORK) is None:
+    # this notebook's framework only, and the CPU build where there is no NVIDIA GPU
+    # (PyTorch's CPU wheels come from its own index; PyPI's paddlepaddle is the CPU one)
+    gpu = shutil.which("nvidia-smi") is not None
+    extra = [] if gpu or FRAMEWORK == "paddle" else [
+        "--extra-index-url", "https://download.pytorch.org/whl/cpu"]
+    print(f"installing {{PINS[FRAMEWORK]}} ({{'GPU' if gpu else 'CPU'}} build; the CPU "
+          "build takes about 750 MB installed), once")
+    pip(PINS[FRAMEWORK], *extra)
+importlib.invalidate_caches()
+if importlib.util.find_spec("grader") is None:
+    raise RuntimeError("installed, but this kernel does not see it yet: restart "
+                       "the kernel and run the notebook again from the top")
 print("course package:", importlib.import_module("grader").__version__)
 '''
 
 
-def setup_cell(wheel: str, book_url: str = "") -> nbformat.NotebookNode:
-    """The first code cell of a student notebook published by the book."""
+def _pins(root: Path) -> dict[str, str]:
+    pins = {}
+    for line in (Path(root) / "constraints.txt").read_text().splitlines():
+        name, _, version = line.partition("==")
+        pins[name.strip().lower()] = version.strip()
+    return {"torch": pins.get("torch", ""), "paddle": pins.get("paddlepaddle", "")}
+
+
+def notebook_framework(nb: nbformat.NotebookNode) -> str:
+    """The framework a notebook's answers use by default (its ``FRAMEWORK = "..."`` line,
+    else the one it imports), or "" for a notebook that needs neither."""
+    source = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    m = re.search(r'^FRAMEWORK = "(torch|paddle)"', source, re.M)
+    if m:
+        return m.group(1)
+    for fw in ("torch", "paddle"):
+        if re.search(rf"^\s*(import|from) {fw}\b", source, re.M):
+            return fw
+    return ""
+
+
+def setup_cell(wheel: str, book_url: str = "", framework: str = "torch",
+               root: Path | None = None) -> nbformat.NotebookNode:
+    """The first code cell of a student notebook published by the book: the course
+    package, and ``framework`` (pinned to the book's version) where no framework is
+    installed."""
     book_url = book_url.rstrip("/")
-    or_book = f"\n# Or leave it: this cell then fetches it from {book_url}." if book_url else ""
-    cell = nbformat.v4.new_code_cell(_CELL.format(wheel=wheel, book=book_url, or_book=or_book)
-                                     .rstrip("\n"))
+    or_book = f";\n# or leave it, and this cell fetches it from {book_url}" if book_url else ""
+    needs = {"torch": " and PyTorch", "paddle": " and PaddlePaddle"}.get(framework, "")
+    pins = _pins(root or Path(__file__).resolve().parent.parent)
+    cell = nbformat.v4.new_code_cell(_CELL.format(
+        wheel=wheel, book=book_url, or_book=or_book, framework=framework, needs=needs,
+        torch=pins["torch"], paddle=pins["paddle"]).rstrip("\n"))
     cell["id"] = SETUP_ID
     return cell
 
@@ -128,5 +176,5 @@ def with_setup_cell(nb: nbformat.NotebookNode, wheel: str,
                     book_url: str = "") -> nbformat.NotebookNode:
     """``nb`` with :func:`setup_cell` right after its title (its first markdown cell)."""
     at = 1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0
-    nb.cells.insert(at, setup_cell(wheel, book_url))
+    nb.cells.insert(at, setup_cell(wheel, book_url, notebook_framework(nb)))
     return nb

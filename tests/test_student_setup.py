@@ -61,7 +61,7 @@ def test_the_set_up_cell_installs_the_published_wheel_where_grader_is_missing(tm
     here = tmp_path / "notebooks"
     here.mkdir()
     (here / wheel.name).write_bytes(wheel.read_bytes())
-    cell = setup_cell(wheel.name).source
+    cell = setup_cell(wheel.name, framework="").source      # the package alone
     first = run(python, cell, here)
     assert first.returncode == 0, first.stderr[-2000:]
     assert "installing the course package from" in first.stdout
@@ -73,7 +73,8 @@ def test_the_set_up_cell_installs_the_published_wheel_where_grader_is_missing(tm
 
     # 2. nothing in the folder, but the book's address is known: fetched from there
     python = venv("two")
-    fetched = run(python, setup_cell(wheel.name, book.as_uri()).source, tmp_path / "empty")
+    fetched = run(python, setup_cell(wheel.name, book.as_uri(), framework="").source,
+                  tmp_path / "empty")
     assert fetched.returncode == 0, fetched.stderr[-2000:]
     assert f"from {book.as_uri()}/exercises/{wheel.name}" in fetched.stdout
 
@@ -81,3 +82,33 @@ def test_the_set_up_cell_installs_the_published_wheel_where_grader_is_missing(tm
     python = venv("three")
     lost = run(python, cell, tmp_path / "elsewhere")
     assert lost.returncode != 0 and "download it from the book's exercises page" in lost.stderr
+
+
+def test_the_set_up_cell_installs_the_notebooks_framework_only_and_pinned():
+    from grader.student_setup import notebook_framework
+
+    pins = dict(line.split("==") for line in (ROOT / "constraints.txt").read_text().split()
+                if "==" in line)
+    torch_cell = setup_cell("w.whl", framework="torch").source
+    assert f'"torch": "torch=={pins["torch"]}"' in torch_cell
+    assert f'"paddle": "paddlepaddle=={pins["paddlepaddle"]}"' in torch_cell
+    assert 'FRAMEWORK = "torch"' in torch_cell and "download.pytorch.org/whl/cpu" in torch_cell
+    assert 'FRAMEWORK = ""' in setup_cell("w.whl", framework="").source
+    for name in ASSIGNMENTS:
+        nb = nbformat.read(SOURCE / name / f"{name}.ipynb", as_version=4)
+        fw = notebook_framework(nb)
+        assert fw in ("torch", "paddle", ""), name
+        src = "\n".join(c.source for c in nb.cells)
+        if 'FRAMEWORK = "torch"' in src:
+            assert fw == "torch", name
+
+
+def test_the_wheel_asks_for_no_framework_and_admits_python_3_12():
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert not [d for d in project["dependencies"] if d.startswith(("torch", "paddle"))]
+    assert set(project["optional-dependencies"]) >= {"torch", "paddle"}
+    from packaging.specifiers import SpecifierSet
+    assert {"3.11", "3.12"} <= {v for v in ("3.10", "3.11", "3.12")
+                                 if v + ".0" in SpecifierSet(project["requires-python"])}
