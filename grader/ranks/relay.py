@@ -131,6 +131,13 @@ class StudentRanks:
         except OSError:
             pass     # closed meanwhile
 
+    def wait(self, rank: int, within: float) -> None:
+        """Wait (at most ``within`` seconds) for rank ``rank``'s process to end."""
+        try:
+            self.procs[rank].wait(within)
+        except subprocess.TimeoutExpired:
+            pass
+
     def tail(self, rank: int, lines: int = 8) -> str:
         """The last lines rank ``rank``'s process printed (its own errors, a student's prints)."""
         try:
@@ -190,8 +197,10 @@ def run_ranks(program: dict, inputs: list, framework: str = "torch",
         if late:
             raise RankTimeout(late, timeout, "")
         for rank, log in enumerate(logs):
-            if "error" in log and "ended without" in log["error"] and ranks.tail(rank).strip():
-                log["error"] += "\n" + ranks.tail(rank)
+            if "error" in log and "ended without" in log["error"]:
+                ranks.wait(rank, 10.0)   # its launcher says last how it ended (sandbox.rank)
+                if ranks.tail(rank).strip():
+                    log["error"] += "\n" + ranks.tail(rank)
     return logs
 
 
