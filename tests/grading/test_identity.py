@@ -45,7 +45,7 @@ def _sys(nr, *args):
     return r if r >= 0 else -ctypes.get_errno()
 '''
 
-KERNEL = SYSCALLS + '''
+KERNEL = '''
 _mine = b"SECRET-OF-{student}"
 _seen = {{"add_key": _sys(ADD_KEY, b"user", b"course-note-{student}", _mine, len(_mine), ctypes.c_int(-4)),
          "add_key_session": _sys(ADD_KEY, b"user", b"course-note-{student}", _mine, len(_mine), ctypes.c_int(-3)),
@@ -142,7 +142,7 @@ def graded():
     for a in (A1, A7):
         shutil.copytree(EXERCISES / "source" / a, course / "source" / a)
     for student in ("k1_writer", "k2_reader"):
-        _answer(course, student, A1, {}, KERNEL.format(student=student))
+        _answer(course, student, A1, {}, SYSCALLS + KERNEL.format(student=student))
     _answer(course, "r_keyring", A7, {"ring_all_reduce": RING_KEYRING})
     _answer(course, "r_hang", A7, {"ring_all_reduce": RING_HANG})
     shutil.copytree(EXERCISES / "submitted" / "alice" / A7, course / "submitted" / "alice" / A7)

@@ -78,6 +78,10 @@ def _refuse(folder: str, settings: dict) -> str | None:
             or not os.path.basename(real).startswith(PREFIX)):
         return (f"refusing {folder}: a rank's folder is a fresh {PREFIX}* folder in the job's "
                 f"temporary folder ({temp_root()})")
+    if os.environ.get(JOB_TMP) and temp_root() == os.path.realpath(os.environ[JOB_TMP]):
+        # the job's temporary folder is below the runtime folder (sandbox.setup.job): a fresh
+        # rank folder directly in it is the rank's own, not a runtime path
+        return _refuse_workdir(real, dict(settings, runtime_dir="/nonexistent-runtime"))
     return _refuse_workdir(real, settings)
 
 
