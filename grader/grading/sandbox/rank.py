@@ -78,7 +78,9 @@ def _refuse(folder: str, settings: dict) -> str | None:
             or not os.path.basename(real).startswith(PREFIX)):
         return (f"refusing {folder}: a rank's folder is a fresh {PREFIX}* folder in the job's "
                 f"temporary folder ({temp_root()})")
-    if os.environ.get(JOB_TMP) and temp_root() == os.path.realpath(os.environ[JOB_TMP]):
+    runtime = settings["runtime_dir"].rstrip("/") + "/"
+    if (os.environ.get(JOB_TMP) and temp_root() == os.path.realpath(os.environ[JOB_TMP])
+            and temp_root().startswith(runtime) and os.path.basename(temp_root()) == "tmp"):
         # the job's temporary folder is below the runtime folder (sandbox.setup.job): a fresh
         # rank folder directly in it is the rank's own, not a runtime path
         return _refuse_workdir(real, dict(settings, runtime_dir="/nonexistent-runtime"))

@@ -117,6 +117,16 @@ def test_the_forger_is_real_where_ranks_share_the_machine(tmp_path):
 
 
 @pytest.mark.slow
+def test_the_keyring_answer_is_real_where_ranks_share_a_uid_without_the_filter():
+    """The payload of tests/grading/test_identity.py (0 of 6 there, in the sandbox) forges
+    points where the ranks are plain processes of one user."""
+    from tests.grading.attacks.a7_keyring import RING_KEYRING
+
+    results = _grade(RING_KEYRING)
+    assert sum(r.points for r in results) >= 3, [r.text() for r in results]
+
+
+@pytest.mark.slow
 def test_isolated_ranks_cannot_reach_each_other_around_the_relays(isolated):
     for init in ("file:///tmp/a7-forge", "tcp://127.0.0.1:29533"):
         results = _grade(FORGER.format(init=init))
