@@ -47,17 +47,31 @@ from grader.lab.core.launch import RankTimeout, launch
 __all__ = ["run_ranks", "relay_rank", "StudentRanks", "ISOLATION_ENV", "STARTUP_S"]
 
 ISOLATION_ENV = "COURSE_RANK_ISOLATION"
+JOB_TMP = "COURSE_JOB_TMP"     # set by the grading job (grader.grading.sandbox.setup.job)
 MAX_PENDING = 10_000           # isend / irecv not waited for yet
 STARTUP_S = 120.0              # starting the ranks' processes (imports) on a busy machine
 _BOOT = ("import os, sys; sys.path.insert(0, {root!r}); "
          "from grader.ranks.stub import main; os._exit(main({sock!r}, {wait!r}, {fw!r}))")
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(signum: int = signal.SIGKILL) -> None:
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+        ctypes.CDLL(None, use_errno=True).prctl(1, signum)   # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+
+
+def _end_with_parent() -> None:
+    """The trusted rank launcher (sandbox.rank) gets SIGTERM: it ends the rank, removes its
+    control group and exits; a plain student process gets SIGKILL (it could ignore a SIGTERM)."""
+    _die_with_parent(signal.SIGTERM)
+
+
+def temp_root() -> str | None:
+    """The job's temporary folder (``$COURSE_JOB_TMP``, removed with the job whatever
+    happens), or None for the system's."""
+    tmp = os.environ.get(JOB_TMP)
+    return tmp if tmp and os.path.isdir(tmp) else None   # not a finished job's
 
 
 def _python() -> str:
@@ -81,12 +95,13 @@ class StudentRanks:
         self.logs: list[str] = []
         self.ended: list[str] = []      # a file each, written when the process has ended
         self.procs: list[subprocess.Popen] = []
-        self._logdir = tempfile.mkdtemp(prefix="course-rank-logs-")
+        tmp = temp_root()
+        self._logdir = tempfile.mkdtemp(prefix="course-rank-logs-", dir=tmp)
         env = {k: v for k, v in os.environ.items() if k != ISOLATION_ENV}
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         try:
             for rank in range(world):
-                folder = tempfile.mkdtemp(prefix="course-rank-")
+                folder = tempfile.mkdtemp(prefix="course-rank-", dir=tmp)
                 sock = os.path.join(folder, "rank.sock")
                 stub = [_python(), "-c",
                         _BOOT.format(root=root, sock=sock, wait=wait_s, fw=framework)]
@@ -95,7 +110,8 @@ class StudentRanks:
                 with open(log, "wb") as out:
                     self.procs.append(subprocess.Popen(
                         cmd, cwd=folder, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                        stderr=out, preexec_fn=_die_with_parent))
+                        stderr=out,
+                        preexec_fn=_end_with_parent if isolation else _die_with_parent))
                 self.dirs.append(folder)
                 self.sockets.append(sock)
                 self.logs.append(log)
@@ -115,6 +131,13 @@ class StudentRanks:
         except OSError:
             pass     # closed meanwhile
 
+    def wait(self, rank: int, within: float) -> None:
+        """Wait (at most ``within`` seconds) for rank ``rank``'s process to end."""
+        try:
+            self.procs[rank].wait(within)
+        except subprocess.TimeoutExpired:
+            pass
+
     def tail(self, rank: int, lines: int = 8) -> str:
         """The last lines rank ``rank``'s process printed (its own errors, a student's prints)."""
         try:
@@ -124,14 +147,21 @@ class StudentRanks:
             return ""
 
     def close(self) -> None:
+        """Stop every rank (isolated: SIGTERM to the trusted launcher, which ends the rank and
+        removes its control group; then SIGKILL) and remove their folders."""
+        isolated = bool(os.environ.get(ISOLATION_ENV))
         for p in self.procs:
             if p.poll() is None:
-                p.kill()
+                p.terminate() if isolated else p.kill()
         for p in self.procs:
             try:
                 p.wait(5)
             except subprocess.TimeoutExpired:
-                pass
+                p.kill()
+                try:
+                    p.wait(5)
+                except subprocess.TimeoutExpired:
+                    pass
         for d in [*self.dirs, self._logdir]:
             shutil.rmtree(d, ignore_errors=True)
 
@@ -159,7 +189,7 @@ def run_ranks(program: dict, inputs: list, framework: str = "torch",
     with StudentRanks(world, timeout + STARTUP_S, framework) as ranks:
         ready_by = time.monotonic() + STARTUP_S        # CLOCK_MONOTONIC: every process's
         logs = list(launch(relay_rank, nprocs=world, framework=framework,
-                           timeout=timeout + STARTUP_S,
+                           timeout=timeout + STARTUP_S, tmp_dir=temp_root(),
                            args=(ranks.sockets, ranks.ended, program, list(inputs), ready_by,
                                  timeout),
                            safe_results=True))
@@ -167,8 +197,10 @@ def run_ranks(program: dict, inputs: list, framework: str = "torch",
         if late:
             raise RankTimeout(late, timeout, "")
         for rank, log in enumerate(logs):
-            if "error" in log and "ended without" in log["error"] and ranks.tail(rank).strip():
-                log["error"] += "\n" + ranks.tail(rank)
+            if "error" in log and "ended without" in log["error"]:
+                ranks.wait(rank, 10.0)   # its launcher says last how it ended (sandbox.rank)
+                if ranks.tail(rank).strip():
+                    log["error"] += "\n" + ranks.tail(rank)
     return logs
 
 

@@ -33,7 +33,7 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["Box", "Watch", "cause", "machine_oom_kills", "usage", "FILES_LIMIT"]
+__all__ = ["Box", "Watch", "cause", "machine_oom_kills", "sweep", "usage", "FILES_LIMIT"]
 
 _CONTROLLERS = ("memory", "pids")
 FILES_LIMIT = "files-limit"   # why a kernel was ended, in the crash trace (crashes.dead_cause)
@@ -164,6 +164,15 @@ class Box:
                 pass
         return found
 
+    def peak(self) -> int | None:
+        """The most memory the group held at once, in bytes (None where not recorded)."""
+        name = "memory.peak" if self.v2 else "memory.max_usage_in_bytes"
+        d = self.dirs.get("" if self.v2 else "memory")
+        try:
+            return int((d / name).read_text()) if d is not None else None
+        except (OSError, ValueError):
+            return None
+
     def hit_memory_limit(self) -> bool:
         """Whether the group's own memory limit was reached and its out-of-memory killer
         ended a process in it (the student's doing, unlike the machine running out)."""
@@ -213,6 +222,32 @@ class Box:
                     break
                 except OSError:       # busy while the last process is reaped
                     time.sleep(0.02)
+
+
+def sweep(prefix: str) -> int:
+    """Remove empty groups ``<prefix>...-<pid>`` below this process's own whose pid is gone
+    (their launcher was killed before it could remove them); how many were removed."""
+    v1, v2 = _mounts()
+    own = _own()
+    parents = [_below(*v1[c], own.get(c, "/")) for c in _CONTROLLERS if c in v1]
+    if v2 is not None and not v1:
+        parents.append(_below(*v2, own.get("", "/")))
+    removed = 0
+    for parent in parents:
+        try:
+            groups = [d for d in parent.iterdir() if d.name.startswith(prefix)]
+        except OSError:
+            continue
+        for d in groups:
+            pid = d.name.rsplit("-", 1)[-1]
+            if not pid.isdigit() or os.path.exists(f"/proc/{pid}"):
+                continue
+            try:
+                d.rmdir()          # only an empty group: a process in it keeps it
+                removed += 1
+            except OSError:
+                pass
+    return removed
 
 
 class Watch(threading.Thread):

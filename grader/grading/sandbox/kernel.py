@@ -8,7 +8,8 @@ place the kernel may write, and runs the real kernel as::
     bwrap (no network, own pid/ipc/uts namespaces, read-only system and Python, this folder)
       setpriv (the slot's uid and gid, no groups, no capabilities, no new privileges)
         prlimit (memory, CPU time, processes, file size, open files; no core files)
-          python -m ipykernel_launcher -f <connection file>
+          confine (own user namespace and session keyring, seccomp filter: sandbox/confine.py)
+            python -m ipykernel_launcher -f <connection file>
 
 It spawns and waits (it does not ``exec``) so that it can forward ``SIGINT``/``SIGTERM`` to
 the kernel and write how the kernel ended (exit status or signal, and why: a limit of the
@@ -47,6 +48,8 @@ PASS_ENV = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "MPLBACKEND", "OMP_NUM_T
             "NBGRADER_EXECUTION", "NBGRADER_VALIDATING")
 
 SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# run inside the sandbox by path (the grader package is bound read-only), with -I -S
+CONFINE = os.path.join(os.path.dirname(os.path.realpath(__file__)), "confine.py")
 
 
 def _inside(path: str, parents: list[str]) -> bool:
@@ -68,13 +71,17 @@ def _cap(res: int, value: int) -> int:
 
 def bwrap_command(settings: dict, workdir: str, connection_file: str,
                   kernel_args: list[str] = (), status_fd: int | None = None,
-                  ipc_dir: str | None = None) -> list[str]:
-    """The whole command line (bwrap, setpriv, prlimit, kernel) for one kernel in ``workdir``.
+                  ipc_dir: str | None = None, command: list[str] | None = None) -> list[str]:
+    """The whole command line (bwrap, setpriv, prlimit, confine, kernel) for one kernel in
+    ``workdir``.
 
     ``kernel_args`` are the options the client adds (nbclient:
     ``--HistoryManager.hist_file=:memory:``), passed on to the kernel; bwrap writes the pid
     of the namespace's init (the kernel's parent) to ``status_fd``; ``ipc_dir``: this
-    submission's socket folder (default: the slot's, ``settings["ipc_dir"]``)."""
+    submission's socket folder (default: the slot's, ``settings["ipc_dir"]``); ``command``:
+    what to run in place of the kernel (a student rank, :mod:`grader.grading.sandbox.rank`).
+    Last before it, :mod:`grader.grading.sandbox.confine` moves into a user namespace of its
+    own, joins a fresh session keyring and installs the seccomp filter."""
     lim = settings["limits"]
     uid, gid = settings["uid"], settings["gid"]
     mem = int(lim["memory_gb"] * 2**30)
@@ -138,8 +145,11 @@ def bwrap_command(settings: dict, workdir: str, connection_file: str,
             f"--nproc={_cap(resource.RLIMIT_NPROC, lim['processes'])}",
             f"--fsize={_cap(resource.RLIMIT_FSIZE, int(lim['file_size_mb'] * 2**20))}",
             f"--nofile={_cap(resource.RLIMIT_NOFILE, lim['open_files'])}", "--core=0", "--",
-            settings["python"], "-m", "ipykernel_launcher", "-f", connection_file, *kernel_args]
-    return cmd
+            settings["python"], "-I", "-S", CONFINE, "--"]
+    if command is None:
+        command = [settings["python"], "-m", "ipykernel_launcher", "-f", connection_file,
+                   *kernel_args]
+    return cmd + list(command)
 
 
 def _refuse_workdir(workdir: str, settings: dict) -> str | None:

@@ -34,12 +34,13 @@ from traitlets.config import Config
 from ..config import Limits, SandboxConfig
 
 __all__ = ["check", "prepare", "job", "kernel_end", "describe_limit_hit",
-           "MACHINE_OOM", "TOOLS"]
+           "MACHINE_OOM", "TOOLS", "JOB_TMP"]
 
 TOOLS = {"bwrap": "bubblewrap", "setpriv": "util-linux", "prlimit": "util-linux"}
 _NONE_HINT = ('or set [sandbox] mode = "none" in exercises/course.toml to grade without '
               "isolation (only for code you trust)")
 _SOCKET_PATH_MAX = 100  # a unix socket path has at most 107 bytes; the port is appended
+JOB_TMP = "COURSE_JOB_TMP"    # the job's temporary folder (job), read by grader.ranks.relay
 MACHINE_OOM = "machine-oom"   # kernel_end: the machine ran out of memory (not a limit hit)
 
 
@@ -166,12 +167,19 @@ def job(runtime_dir: Path, cfg: SandboxConfig, slot: int):
     yields ``(folder, env, config)``. With isolation, ``folder/ipc`` (the slot's uid: the
     kernels' sockets) and ``folder/conn`` (root's: the connection files, ``env``'s
     ``JUPYTER_RUNTIME_DIR``), and ``config`` points the kernels' sockets there; the launcher
-    writes how each kernel ended to ``folder`` (:func:`kernel_end`)."""
+    writes how each kernel ended to ``folder`` (:func:`kernel_end`). ``folder/tmp`` is the
+    job's temporary folder (``env``'s ``COURSE_JOB_TMP``): the checks' rank folders, logs and
+    launch folders (assignment 7) go there, so they are removed with ``folder`` whatever
+    happened (a judge killed at its time limit cannot remove its own)."""
     Path(runtime_dir).mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="j", dir=Path(runtime_dir).resolve()))
-    env: dict[str, str] = {}
     config = Config()
     try:
+        (folder / "tmp").mkdir()
+        # sticky and open like /tmp, for a judge of another uid: only trusted processes of
+        # this machine run outside a sandbox, and no sandbox binds it
+        os.chmod(folder / "tmp", 0o1777)
+        env: dict[str, str] = {JOB_TMP: str(folder / "tmp")}
         if cfg.mode != "none":
             uid = cfg.uid_base + slot
             os.chmod(folder, 0o711)

@@ -11,7 +11,9 @@ Failure is loud and bounded: a rank that raises ends the run with :class:`RankFa
 naming the exception in its first line, with that rank's traceback; a rank that dies
 without a word (``os._exit``, a segfault) ends it with :class:`RankFailed` naming its
 exit code; a run that outlives ``timeout`` ends with :class:`RankTimeout` naming the
-ranks still running. Either way the other ranks are killed: nothing is left hanging.
+ranks still running. Either way the other ranks are killed: nothing is left hanging, and
+the run's temporary folder (the job, the ranks' results and logs) is removed, whatever
+happened (:func:`launch` returns the logs' text).
 
 This is a teaching launcher for one machine. Multi-node jobs go through the frameworks'
 own launchers (``torchrun``, ``python -m paddle.distributed.launch``).
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import shutil
 import socket
 import tempfile
 import time
@@ -51,7 +54,8 @@ class RankTimeout(TimeoutError):
 
 
 class LaunchResult(list):
-    """The ranks' return values in rank order, plus how the run went."""
+    """The ranks' return values in rank order, plus how the run went (``logs``: what each
+    rank printed, as text: the files are removed with the run's folder)."""
 
     def __init__(self, values: list[Any], backend: str, seconds: float, logs: list[str]) -> None:
         super().__init__(values)
@@ -144,8 +148,10 @@ def _rank_main(job_path: str, out_path: str) -> None:
 def launch(fn: Callable[..., Any], nprocs: int = 2, framework: str = "torch", args: tuple = (),
            kwargs: dict | None = None, timeout: float = 120.0, backend: str | None = None,
            gpu_count: int | None = None, env: dict[str, str] | None = None,
-           safe_results: bool = False) -> LaunchResult:
+           safe_results: bool = False, tmp_dir: str | None = None) -> LaunchResult:
     """Run ``fn(rank, world_size, *args, **kwargs)`` on ``nprocs`` ranks; see the module doc.
+
+    ``tmp_dir``: where the run's temporary folder goes (default: the system's temp folder).
 
     ``env`` adds environment variables to every rank, set before the framework is imported
     (for example Paddle's ``GLOG_vmodule``, read once at import, to log which collective a
@@ -161,7 +167,19 @@ def launch(fn: Callable[..., Any], nprocs: int = 2, framework: str = "torch", ar
     gpus = get_backend(framework).gpu_count() if gpu_count is None else gpu_count
     backend = backend or ("nccl" if gpus >= nprocs else "gloo")
     threads = max(1, cpu_cores() // nprocs)
-    work = tempfile.mkdtemp(prefix="course-launch-")
+    work = tempfile.mkdtemp(prefix="course-launch-", dir=tmp_dir)
+    procs: list = []
+    try:
+        return _run(fn, nprocs, framework, args, kwargs, timeout, backend, env, safe_results,
+                    threads, work, procs)
+    finally:
+        stop(procs)    # already stopped unless this process was interrupted meanwhile
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _run(fn, nprocs: int, framework: str, args: tuple, kwargs: dict | None, timeout: float,
+         backend: str, env: dict[str, str] | None, safe_results: bool, threads: int,
+         work: str, procs: list) -> LaunchResult:
     job = os.path.join(work, "job.pkl")
     try:
         with open(job, "wb") as f:
@@ -173,7 +191,7 @@ def launch(fn: Callable[..., Any], nprocs: int = 2, framework: str = "torch", ar
             "script, and its arguments picklable."
         ) from exc
     ports = free_ports(nprocs + 1)
-    procs, outs, logs = [], [], []
+    outs, logs = [], []
     t_start = time.perf_counter()
     for rank in range(nprocs):
         out, log = os.path.join(work, f"rank{rank}.out"), os.path.join(work, f"rank{rank}.log")
@@ -212,7 +230,7 @@ def launch(fn: Callable[..., Any], nprocs: int = 2, framework: str = "torch", ar
     finally:
         stop(procs)
     return LaunchResult([results[r] for r in range(nprocs)], backend,
-                        time.perf_counter() - t_start, logs)
+                        time.perf_counter() - t_start, [_log_text(log) for log in logs])
 
 
 def _read_result(path: str, safe: bool) -> tuple[str, Any]:
@@ -226,6 +244,16 @@ def _read_result(path: str, safe: bool) -> tuple[str, Any]:
         except (ProtocolError, TypeError, ValueError) as exc:
             return "err", f"the rank's result file is not data: {exc}"
     return ("ok" if status == "ok" else "err"), value
+
+
+def _log_text(log: str, most: int = 2**20) -> str:
+    """What a rank printed (its last ``most`` bytes), read before its folder is removed."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, os.path.getsize(log) - most))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def _log_note(log: str) -> str:

@@ -117,6 +117,16 @@ def test_the_forger_is_real_where_ranks_share_the_machine(tmp_path):
 
 
 @pytest.mark.slow
+def test_the_keyring_answer_is_real_where_ranks_share_a_uid_without_the_filter():
+    """The payload of tests/grading/test_identity.py (0 of 6 there, in the sandbox) forges
+    points where the ranks are plain processes of one user."""
+    from tests.grading.attacks.a7_keyring import RING_KEYRING
+
+    results = _grade(RING_KEYRING)
+    assert sum(r.points for r in results) >= 3, [r.text() for r in results]
+
+
+@pytest.mark.slow
 def test_isolated_ranks_cannot_reach_each_other_around_the_relays(isolated):
     for init in ("file:///tmp/a7-forge", "tcp://127.0.0.1:29533"):
         results = _grade(FORGER.format(init=init))
@@ -129,3 +139,48 @@ def test_the_reference_solution_scores_full_marks_in_the_sandbox(isolated):
 
     results = _grade(reference("a7_ring_allreduce")["ring_all_reduce"])
     assert [r.points for r in results] == [3, 1, 2], [r.text() for r in results]
+
+
+MEMORY_HOG = '''def ring_all_reduce(x, rank, world_size):
+    if rank == 0:      # 2 x 0.8 GB in the memory-backed folders, over the 1.25 GB of the job
+        for folder in ("/tmp", "/dev/shm"):
+            for i in range(16):
+                with open(f"{folder}/fill{i}", "wb") as f:
+                    f.write(b"1" * (50 * 2**20))
+    return x
+'''
+
+
+@pytest.mark.slow
+def test_a_rank_past_memory_gb_is_stopped_by_its_own_control_group(settings_file, monkeypatch,
+                                                                   tmp_path):
+    """RLIMIT_AS does not see tmpfs: 1.6 GB in /tmp and /dev/shm ran before (a rank held 3.4 GB
+    at memory_gb = 1). Now the rank's group stops it at memory_gb; its peak stays under it."""
+    import numpy as np
+
+    from grader.grading.sandbox import bounds
+    from grader.ranks.relay import run_ranks
+
+    settings = json.loads(Path(settings_file).read_text())
+    settings["limits"]["memory_gb"] = 1.25
+    small = tmp_path / "sandbox.json"
+    small.write_text(json.dumps(settings))
+    for k, v in rank.isolation(str(small)).items():
+        monkeypatch.setenv(k, v)
+    probe = bounds.Box.create(f"course-probe-{os.getpid()}", 2**30, 64)
+    if probe is not None:
+        probe.remove()
+    logs = run_ranks({"module": "a7_memory_hog", "name": "ring_all_reduce", "source": MEMORY_HOG},
+                     [np.ones(4, np.float32)] * 2, "torch", timeout=60)
+    assert "got" in logs[1], logs[1]
+    said = logs[0]["error"]
+    line = next((l for l in said.splitlines() if l.startswith("sandbox: ") and l.endswith("}")), said)
+    assert "{" in line, said
+    end = json.loads(line[line.index("{"):])
+    if probe is None:              # no control group on this machine: said so, RLIMIT_AS alone
+        assert not end["cgroup"] and "no control group" in said
+        return
+    limit = int(1.25 * 2**30)
+    assert end["cgroup"] and end["cause"] == "memory" and end["signal"] == "SIGKILL", said
+    assert end["limit"] == limit and 0 < end["peak"] <= limit, end
+    assert "memory limit of 1.25 GB" in line
