@@ -156,7 +156,7 @@ def _one_of_each_script(app, pagename, templatename, context, doctree) -> None:
     seen, kept = set(), []
     for js in scripts:
         attrs = getattr(js, "attributes", None) or {}
-        key = (getattr(js, "filename", str(js)), tuple(sorted(attrs.items())))
+        key = (getattr(js, "filename", str(js)) or "", tuple(sorted(attrs.items())))
         if key in seen:
             continue
         seen.add(key)
@@ -172,7 +172,8 @@ def _full_urls(app, config) -> None:
 
 def setup(app):
     app.connect("config-inited", _full_urls)
-    app.connect("html-page-context", _one_of_each_script, priority=900)
+    # early: html-page-context stops at the first listener that returns a template name
+    app.connect("html-page-context", _one_of_each_script, priority=100)
     app.add_config_value("exercises_source", "exercises/source", "env")
     app.add_config_value("exercises_launch_path", "exercises/release/{name}/{name}.ipynb", "env")
     app.add_directive("exercise-list", ExerciseList)
