@@ -102,12 +102,14 @@ def run_ring(fn: Callable, world: int, length: int, framework: str = "torch",
         if "error" in log:
             return f"rank {rank} raised: {log['error'].splitlines()[0]}"
     # the sum all_reduce would give, computed here from the known inputs, not by a rank
-    expected = np.sum(np.stack(_inputs(world, length, seed)), axis=0, dtype=np.float32)
-    for log in logs:
+    inputs = _inputs(world, length, seed)
+    expected = np.sum(np.stack(inputs), axis=0, dtype=np.float32)
+    for rank, log in enumerate(logs):
         if not isinstance(log, dict) or not isinstance(log.get("got"), np.ndarray):
             return "a rank returned something that is not its result"
         log["forbidden"] = log["collectives"]
         log["expected"] = expected
+        log["input"] = inputs[rank]     # what this rank was given (a hint can replay it)
     return logs
 
 
