@@ -70,7 +70,7 @@ def _public(name: str, fn: Callable, args: tuple, ok: Callable[[Any], bool], wan
         out = call(fn, *args)
         good = ok(out)
     except StudentError as e:
-        return CheckResult(name, 0, 1, str(e), expected=want, hint="read the error above")
+        return CheckResult(name, 0, 1, str(e), expected=want, hint="the message names the line of your function that raised")
     except Exception as e:  # noqa: BLE001 - the return value had the wrong shape
         return CheckResult(name, 0, 1, "unexpected return value", expected=want, seen=repr(e)[:200],
                            hint=want)
