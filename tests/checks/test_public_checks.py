@@ -42,3 +42,50 @@ def test_an_unimplemented_answer_still_fails_the_cell():
         raise NotImplementedError()
     with pytest.raises(AssertionError, match="not implemented"):
         public(p9.public_one_f_one_b(stub))
+
+
+from grader.checks import (a2_small_ops as p2, a3_compute_comm as p3,  # noqa: E402
+                           a4_profile_trace as p4, a5_dependencies as p5)
+from tests.checks import (a2_solutions, a3_solutions, a4_solutions,  # noqa: E402
+                          a5_solutions)
+
+PUBLIC = {   # assignment: (public module, solutions, [(public check, function)])
+    "a1_independent_ops": (p1, a1_solutions, [("public_time_work", "time_work"),
+                                              ("public_experiment", "independent_ops_experiment")]),
+    "a2_small_ops": (p2, a2_solutions, [("public_time_on_streams", "time_on_streams"),
+                                        ("public_speedups", "stream_speedups")]),
+    "a3_compute_comm": (p3, a3_solutions, [("public_sequential", "sequential"),
+                                           ("public_overlapped", "overlapped")]),
+    "a4_profile_trace": (p4, a4_solutions, [("public_trace_with_events", "trace_with_events"),
+                                            ("public_chrome", "overlap_from_chrome_trace")]),
+    "a5_dependencies": (p5, a5_solutions, [("public_run_dag", "run_dag")]),
+}
+# typical mistakes the notebook's own numbers show: (assignment, mistake, public check)
+CAUGHT = [("a2_small_ops", "waits_for_one_stream_only", "public_time_on_streams"),
+          ("a3_compute_comm", "read_before_copies_landed", "public_overlapped"),
+          ("a3_compute_comm", "clock_read_before_done", "public_sequential"),
+          ("a4_profile_trace", "milliseconds", "public_trace_with_events"),
+          ("a4_profile_trace", "microseconds_as_seconds", "public_chrome"),
+          ("a5_dependencies", "swapped_product", "public_run_dag")]
+
+
+def _public_results(assignment, answers):
+    module, _, checks = PUBLIC[assignment]
+    ns = namespace(assignment, answers)
+    fw = ns.get("FRAMEWORK", "torch")
+    return {check: getattr(module, check)(ns[fn], fw) for check, fn in checks}
+
+
+@pytest.mark.parametrize("assignment, name", [(a, n) for a, (_, sol, _) in PUBLIC.items()
+                                              for n in ["reference", *sorted(sol.CORRECT)]])
+def test_every_correct_answer_passes_every_public_check(assignment, name):
+    answers = {} if name == "reference" else PUBLIC[assignment][1].CORRECT[name]
+    results = _public_results(assignment, answers)
+    assert all(r.passed for r in results.values()), [r.text() for r in results.values()]
+
+
+@pytest.mark.parametrize("assignment, mistake, check", CAUGHT)
+def test_a_mistake_the_notebooks_numbers_show_is_caught_publicly_without_failing_the_cell(
+        assignment, mistake, check):
+    r = _public_results(assignment, PUBLIC[assignment][1].WRONG[mistake][0])[check]
+    assert not r.passed and r.advisory, r.text()
