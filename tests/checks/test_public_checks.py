@@ -89,3 +89,29 @@ def test_a_mistake_the_notebooks_numbers_show_is_caught_publicly_without_failing
         assignment, mistake, check):
     r = _public_results(assignment, PUBLIC[assignment][1].WRONG[mistake][0])[check]
     assert not r.passed and r.advisory, r.text()
+
+
+from grader.checks import a6_data_parallel as p6  # noqa: E402
+from tests.checks import a6_solutions  # noqa: E402
+
+A6 = {"scatter": p6.public_scatter, "replicate": p6.public_replicate,
+      "parallel_apply": lambda fn, fw: p6.public_parallel_apply(fn), "gather": p6.public_gather,
+      "reduce_gradients": p6.public_reduce_gradients}
+
+
+@pytest.mark.parametrize("name", ["scatter", "replicate", "parallel_apply", "gather", "reduce_gradients",
+                                  "scatter_by_hand", "parallel_apply_pool", "gather_concat",
+                                  "reduce_sum_then_divide", "scatter_paddle_split",
+                                  "gather_paddle_concat", "reduce_paddle_stacked"])
+def test_a6_correct_pieces_pass_their_public_checks(name):
+    piece = next(k for k in A6 if name.startswith(k.split("_")[0]))
+    fw = "paddle" if "paddle" in name else "torch"
+    assert A6[piece](getattr(a6_solutions, name), fw).passed
+
+
+@pytest.mark.parametrize("name", ["scatter_array_split", "scatter_drops", "parallel_apply_reversed",
+                                  "gather_reversed", "reduce_summed", "reduce_twice"])
+def test_a6_mistakes_the_notebooks_text_shows_are_caught_publicly(name):
+    piece = next(k for k in A6 if name.startswith(k.split("_")[0]))
+    r = A6[piece](getattr(a6_solutions, name), "torch")
+    assert not r.passed and r.advisory, r.text()
