@@ -106,6 +106,24 @@ def _experiment(fn, framework: str, parallel: bool, n: int):
     return out, m
 
 
+def _one_by_one(m) -> tuple[int, int]:
+    """On a machine that runs independent work side by side: how many products were queued
+    behind another product without the host waiting between their launches (a chain of
+    dependent products), and how many were launched only after the host had waited for the
+    one before (synchronized one at a time)."""
+    products = sorted((o for o in m.ops if o.kind == "compute" and o.name == "matmul"),
+                      key=lambda o: o.launched_ns)
+    chain = waited = 0
+    for prev, o in zip(products, products[1:]):
+        host_waited = any(prev.launched_ns <= t0 and t1 <= o.launched_ns and t1 >= prev.end_ns
+                          for _, t0, t1 in m.host_waits)
+        if host_waited:
+            waited += 1
+        elif o.start_ns >= prev.end_ns > o.launched_ns:
+            chain += 1
+    return chain, waited
+
+
 def check_experiment(independent_ops_experiment, framework: str = "torch",
                      n: int = 8) -> CheckResult:
     """4 points: on a GPU that runs operations one after another (eager execution) and on one
@@ -115,22 +133,31 @@ def check_experiment(independent_ops_experiment, framework: str = "torch",
     if (bad := framework_problem(name, 4, framework)) is not None:
         return bad
     try:
-        serial, _ = _experiment(independent_ops_experiment, framework, False, n)
-        par, _ = _experiment(independent_ops_experiment, framework, True, n)
+        serial, m_serial = _experiment(independent_ops_experiment, framework, False, n)
+        par, m_par = _experiment(independent_ops_experiment, framework, True, n)
     except StudentError as e:
         return student_failed(name, 4, e, framework)
     sync = NAMES[framework]["sync"]
 
-    def times_hint(out, want_all: float) -> str:
+    def times_hint(out, want_all: float, m) -> str:
         one, every = out["one"], out["all"]
         if is_number(one) and close(one, 1000 * k, 0.2):
             return "elapsed_time gives milliseconds: return seconds"
         if is_number(every) and every < min(want_all, k) / 2:
             return f"'all' was read before the products were done: {sync} before the clock"
         if is_number(every) and close(every, n * k, 0.25) and want_all < n * k / 2:
-            return ("the n products depend on each other (each uses the previous result), so "
-                    "even a framework that runs independent work together runs them one by "
-                    "one: compute x @ x each time")
+            # why they ran one by one, from what the machine recorded: products queued
+            # back to back that each waited for the one before (a dependency), or products
+            # the host waited for one at a time
+            chain, waited = _one_by_one(m)
+            if chain >= n - 1:
+                return ("the n products depend on each other (each uses the previous result), "
+                        "so even a framework that runs independent work together runs them "
+                        "one by one: compute x @ x each time")
+            if waited >= n - 1:
+                return (f"the host waited for each product before queuing the next ({sync}, "
+                        ".item() or a blocking copy inside the loop), so they never had the "
+                        "chance to run together: queue all n, then synchronize once")
         return ("time one product with time_work, and all n from the first launch until "
                 "the last is done")
 
@@ -138,11 +165,12 @@ def check_experiment(independent_ops_experiment, framework: str = "torch",
         (1, close(serial["one"], k) and close(serial["all"], n * k),
          "times on a GPU that runs operations one after another",
          f"one = {k * 1e3:.0f} ms, all = {n * k * 1e3:.0f} ms",
-         f"one = {ms(serial['one'], 2)}, all = {ms(serial['all'], 2)}", times_hint(serial, n * k)),
+         f"one = {ms(serial['one'], 2)}, all = {ms(serial['all'], 2)}",
+         times_hint(serial, n * k, m_serial)),
         (1, close(par["one"], k) and close(par["all"], k, 0.25),
          "times on a framework that runs independent operations side by side",
          f"one = {k * 1e3:.0f} ms, all about {k * 1e3:.0f} ms",
-         f"one = {ms(par['one'], 2)}, all = {ms(par['all'], 2)}", times_hint(par, k)),
+         f"one = {ms(par['one'], 2)}, all = {ms(par['all'], 2)}", times_hint(par, k, m_par)),
         (1, par["parallel"] is True or par["parallel"] is np.True_,
          "verdict where they ran side by side", "parallel = True",
          f"parallel = {par['parallel']!r}" if isinstance(par["parallel"], (bool, np.bool_))

@@ -66,31 +66,42 @@ def _streams_hint(t, m, products, n_streams: int, expected: float, framework: st
 
 
 def check_time_on_streams(time_on_streams, framework: str = "torch", n_ops: int = 8) -> CheckResult:
-    """4 points: 4 streams of small products take n/4 product times (2: needs streams, x
-    waited for, every stream finished), one stream takes n (1), a cold GPU is warmed up
-    first (1)."""
+    """4 points: 4 streams of small products take ceil(n/4) product times, for an n that is a
+    multiple of 4 and one that is not (2: needs streams, x waited for, every stream
+    finished), one stream takes n (1), a cold GPU is warmed up first (1)."""
     name = "time_on_streams"
     if (bad := framework_problem(name, 4, framework)) is not None:
         return bad
+    # n_ops that is not a multiple of 4 as well: the streams then finish at different times
+    # (the first ones hold one product more), so waiting for one stream only is seen
+    uneven = n_ops - 1 if n_ops % 4 == 0 else n_ops + 1
     try:
         four, m4, p4 = _run(time_on_streams, framework, n_ops, 4)
+        odd, mo, po = _run(time_on_streams, framework, uneven, 4)
         one, m1, p1 = _run(time_on_streams, framework, n_ops, 1)
     except StudentError as e:
         return student_failed(name, 4, e, framework)
-    exp4, exp1 = n_ops / 4 * SMALL_S, n_ops * SMALL_S
-    races4 = any(v.kind == "race" for v in m4.violations)
-    races1 = any(v.kind == "race" for v in m1.violations)
-    # a missing warm-up adds WARMUP_S to a time: it loses the warm-up point only
-    ok4 = not races4 and (close(four, exp4) or close(four, exp4 + WARMUP_S))
-    ok1 = not races1 and (close(one, exp1) or close(one, exp1 + WARMUP_S))
+    # the busiest stream holds ceil(n / 4) products, and they run one after another
+    exp4, expo, exp1 = -(-n_ops // 4) * SMALL_S, -(-uneven // 4) * SMALL_S, n_ops * SMALL_S
+
+    def fine(t, e, m):
+        # a missing warm-up adds WARMUP_S to a time: it loses the warm-up point only
+        return not any(v.kind == "race" for v in m.violations) and (
+            close(t, e) or close(t, e + WARMUP_S))
+
+    ok4 = fine(four, exp4, m4) and fine(odd, expo, mo)
+    ok1 = fine(one, exp1, m1)
+    bad_t, bad_m, bad_p, bad_n, bad_e = ((odd, mo, po, uneven, expo) if fine(four, exp4, m4)
+                                         else (four, m4, p4, n_ops, exp4))
     parts = [
-        (2, ok4, f"{n_ops} small products on 4 streams",
-         f"{exp4 * 1e3:.0f} ms (4 fit on the GPU at once)", _ms(four),
-         _streams_hint(four, m4, p4, 4, exp4, framework)),
+        (2, ok4, f"{bad_n} small products on 4 streams",
+         f"{bad_e * 1e3:.0f} ms (4 fit on the GPU at once; the busiest stream holds "
+         f"{-(-bad_n // 4)})", _ms(bad_t),
+         _streams_hint(bad_t, bad_m, bad_p, 4, bad_e, framework)),
         (1, ok1, f"{n_ops} small products on 1 stream", f"{exp1 * 1e3:.0f} ms", _ms(one),
          _streams_hint(one, m1, p1, 1, exp1, framework)),
-        (1, all(is_number(t) and t >= SMALL_S for t in (four, one))
-         and not any(close(t, e + WARMUP_S) for t, e in ((four, exp4), (one, exp1))),
+        (1, all(is_number(t) and t >= SMALL_S for t in (four, odd, one))
+         and not any(close(t, e + WARMUP_S) for t, e in ((four, exp4), (odd, expo), (one, exp1))),
          "a cold GPU was timed",
          f"no {WARMUP_S * 1e3:.0f} ms first-launch cost in the time", f"{_ms(four)}, {_ms(one)}",
          "launch one product and synchronize before you start the clock (a kernel's first "

@@ -120,8 +120,8 @@ def _ms(t) -> str:
     return f"{float(t) * 1e3:.2f} ms" if is_number(t) else f"a {type(t).__name__}"
 
 
-def _time_part(secs, truth, framework: str):
-    return (1, close(secs, truth), "time of the run", f"{_ms(truth)} (until the last copy landed)",
+def _time_part(secs, truth, framework: str, points: float = 1):
+    return (points, close(secs, truth), "time of the run", f"{_ms(truth)} (until the last copy landed)",
             _ms(secs), f"the clock was read before the copies had landed: {NAMES[framework]['sync']} "
             "before reading it the second time" if is_number(secs) and secs < truth else
             "time from the start until every result is on the host")
@@ -148,9 +148,10 @@ def check_sequential(sequential, framework: str = "torch") -> CheckResult:
 
 
 def check_overlapped(overlapped, framework: str = "torch") -> CheckResult:
-    """5 points: right results (2: garbage means read before the copy landed, or copied before
-    the product was computed), the time is the whole run (1), copies overlap computation (1),
-    N copies (1)."""
+    """5 points: copies overlap computation (3: the task's subject, so the sequential
+    function handed in here gets 2), right results (1: garbage means read before the copy
+    landed, or copied before the product was computed), the time is the whole run (0.5),
+    N copies (0.5)."""
     name = "overlapped"
     if (bad := framework_problem(name, 5, framework)) is not None:
         return bad
@@ -163,11 +164,11 @@ def check_overlapped(overlapped, framework: str = "torch") -> CheckResult:
     ov = _overlap(m, t0)
     want_ov = (N - 1) * COPY_S   # every copy but the last runs beside a product
     parts = [
-        (2, ok, "results", "op(x) for every x, in order", seen, hint),
-        _time_part(secs, truth, framework),
-        (1, ov >= 0.9 * want_ov, "copies overlapping computation",
+        (1, ok, "results", "op(x) for every x, in order", seen, hint),
+        _time_part(secs, truth, framework, 0.5),
+        (3, ov >= 0.9 * want_ov, "copies overlapping computation",
          f"about {_ms(want_ov)} of overlap", _ms(ov), _overlap_hint(m, t0, framework)),
-        (1, copies == N, "number of copies to the host", str(N), str(copies),
+        (0.5, copies == N, "number of copies to the host", str(N), str(copies),
          "copy each result once (printing a GPU tensor, .item() or .numpy() copy it too)"),
     ]
     return result(name, 5, parts, f"{N} results in {_ms(secs)}, {_ms(ov)} of copying hidden "

@@ -51,10 +51,53 @@ def _check_values(name: str, logs: list[dict], world: int, length: int) -> Check
                            expected="every rank holds the whole sum", seen=f"correct elements per rank: {share}",
                            hint="after p - 1 reduce-scatter steps, run p - 1 more steps that "
                                 "pass the finished chunks around the ring (copy, don't add)")
+    if _all_gather_took_reduce_scatter_indices(logs):
+        hint = ("the reduce-scatter is right, but the all-gather used its indices: in all-gather "
+                "step s rank r sends chunk (r - s + 1) mod p (the one it finished or received "
+                "last) and copies what it receives into chunk (r - s) mod p, one ahead of the "
+                "reduce-scatter's (r - s) and (r - s - 1)")
+    else:
+        hint = ("reduce-scatter: in step s rank r sends chunk (r - s) mod p and adds what it "
+                "receives into chunk (r - s - 1) mod p; all-gather: it sends chunk "
+                "(r - s + 1) mod p and copies what it receives into chunk (r - s) mod p; with L "
+                "not a multiple of p the chunks have different sizes")
     return CheckResult(name, 0, 3, "the sums are wrong", expected="all_reduce's values on every rank",
-                       seen=seen, hint="in step s rank r sends chunk (r - s) mod p and adds what it "
-                                       "receives into chunk (r - s - 1) mod p; with L not a multiple "
-                                       "of p the chunks have different sizes")
+                       seen=seen, hint=hint)
+
+
+def _replay(inputs: list[np.ndarray], sizes: list[int], gather_offset: int) -> list[np.ndarray]:
+    """The ring on the host: a right reduce-scatter, then an all-gather whose indices are
+    the right ones shifted back by ``gather_offset`` (1: the reduce-scatter's own)."""
+    p = len(inputs)
+    bounds = np.cumsum([0] + sizes)
+    parts = [[x[bounds[i]:bounds[i + 1]].astype(np.float64) for i in range(p)] for x in inputs]
+    for phase, offset in (("rs", 1), ("ag", gather_offset)):
+        for s in range(p - 1):
+            send = [(r - s - offset + 1) % p for r in range(p)]
+            msgs = [parts[r][send[r]].copy() for r in range(p)]
+            for r in range(p):
+                i = send[(r - 1) % p]       # the chunk the left neighbour sent
+                parts[r][i] = parts[r][i] + msgs[(r - 1) % p] if phase == "rs" else msgs[(r - 1) % p]
+    return [np.concatenate(pp) for pp in parts]
+
+
+def _all_gather_took_reduce_scatter_indices(logs: list[dict]) -> bool:
+    """Whether every rank holds what an all-gather with the reduce-scatter's indices leaves
+    (the mistake the instructions' "the same way" invited), for np.array_split's chunk sizes
+    or torch.chunk's."""
+    inputs = [log.get("input") for log in logs]
+    if any(not isinstance(x, np.ndarray) for x in inputs):
+        return False
+    p, n = len(inputs), inputs[0].shape[0]
+    even = -(-n // p)
+    splits = {tuple(len(c) for c in np.array_split(np.arange(n), p)),
+              tuple(min(even, max(0, n - i * even)) for i in range(p))}
+    for sizes in splits:
+        want = _replay(inputs, list(sizes), 1)
+        if all(log["got"].shape == w.shape and np.allclose(log["got"], w, rtol=1e-4, atol=1e-4)
+               for log, w in zip(logs, want)):
+            return True
+    return False
 
 
 def _check_p2p(name: str, logs: list[dict]) -> CheckResult:

@@ -137,7 +137,9 @@ def _hint_by_kind(seen: dict, want: dict, stage: int) -> str:
 
 # -- task 2 ------------------------------------------------------------------------
 F_TIME, B_TIME = 1, 2
-SCHEDULE_CASES = [(2, 4), (3, 6), (4, 8), (4, 4), (3, 2)]     # (stages, micro-batches)
+# (stages, micro-batches); the last has fewer micro-batches than stages - 1, where the
+# warm-up must stop at the micro-batches there are
+SCHEDULE_CASES = [(2, 4), (3, 6), (4, 8), (4, 4), (3, 2), (4, 2)]
 
 
 def one_f_one_b(stages: int, micro: int) -> list[list[tuple[str, int]]]:
@@ -198,11 +200,22 @@ def unit_clock(schedule, stages: int, micro: int):
     return max(free), in_flight
 
 
+def _broken_hint(schedule, micro: int) -> str:
+    for s, ops in enumerate(schedule):
+        ghost = [f"{k}{mb}" for k, mb in ops if not 0 <= mb < micro]
+        if ghost:
+            return (f"stage {s} runs {', '.join(ghost[:3])}, which do not exist with {micro} "
+                    "micro-batches: the warm-up is min(stages - s - 1, micro) forwards, "
+                    "never more than the micro-batches there are")
+    return ("a stage can run the backward of a micro-batch only after its own forward and "
+            "the next stage's backward of it")
+
+
 def check_schedule(fn: Callable) -> CheckResult:
-    """5 points: the order runs (1), no stage holds more than stages - s micro-batches'
-    activations (2), and the step is as short as 1F1B's (2)."""
+    """5 points: the order runs in every case (1), no stage holds more than stages - s
+    micro-batches' activations (2), and the step is as short as 1F1B's (2); memory and
+    time are judged on the cases whose order runs (none: 0 points)."""
     name = "a9: one_f_one_b is a 1F1B schedule"
-    parts_ok = {"runs": True, "memory": True, "time": True}
     seen = {}
     try:
         for p, m in SCHEDULE_CASES:
@@ -213,16 +226,20 @@ def check_schedule(fn: Callable) -> CheckResult:
     except (TypeError, ValueError) as e:
         return CheckResult(name, 0, 5, "not one list of passes per stage", seen=str(e),
                            hint="return [['F0', 'F1', 'B0', ...], ...], one list per stage")
-    broken = {k: v[1] for k, v in seen.items() if isinstance(v[1], str)}
+    broken = {k: v for k, v in seen.items() if isinstance(v[1], str)}
+    runs_part = (1, True, "", "", "", "")
     if broken:
-        (p, m), why = next(iter(broken.items()))
-        return CheckResult(name, 0, 5, "the order cannot run", expected="an order in "
-                           "which every pass's inputs exist when it starts",
-                           seen=f"{p} stages, {m} micro-batches: {why}",
-                           hint="a stage can run the backward of a micro-batch only after "
-                                "its own forward and the next stage's backward of it")
+        (p, m), (sched, why) = next(iter(broken.items()))
+        failure = ("the order cannot run", "an order in which every pass's inputs exist "
+                   "when it starts", f"{p} stages, {m} micro-batches: {why}",
+                   _broken_hint(sched, m))
+        if len(broken) == len(seen):
+            return CheckResult(name, 0, 5, failure[0], expected=failure[1], seen=failure[2],
+                               hint=failure[3])
+        runs_part = (1, False, *failure)
     memory_fail = time_fail = None
-    for (p, m), (sched, (span, in_flight)) in seen.items():
+    for (p, m), (sched, (span, in_flight)) in ((k, v) for k, v in seen.items()
+                                                if k not in broken):
         bound = [min(p - s, m) for s in range(p)]
         if memory_fail is None and any(f > b for f, b in zip(in_flight, bound)):
             memory_fail = (p, m, in_flight, bound)
@@ -251,7 +268,7 @@ def check_schedule(fn: Callable) -> CheckResult:
                       "to travel to the last stage and back before starting the next"))
     else:
         parts.append((2, True, "", "", "", ""))
-    return result(name, 5, [(1, parts_ok["runs"], "", "", "", "")] + parts,
+    return result(name, 5, [runs_part] + parts,
                   f"{len(SCHEDULE_CASES)} pipelines run as 1F1B: memory within "
                   "stages - s micro-batches, no time lost")
 

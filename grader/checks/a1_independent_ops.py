@@ -33,6 +33,15 @@ def public_time_work(time_work, framework: str = "torch") -> CheckResult:
     if not is_number(t) or t <= 0:
         return CheckResult(name, 0, 1, "time_work must return seconds as a positive float",
                            seen=ms(t))
+    # the order of magnitude only: the operation's time is the one thing this check tells
+    if not PUBLIC_OP_S / 2 <= t <= 2 * PUBLIC_OP_S:
+        return CheckResult(
+            name, 0, 1, f"{ms(t)} for an operation of {PUBLIC_OP_S * 1e3:.0f} ms",
+            expected=f"about {PUBLIC_OP_S * 1e3:.0f} ms", seen=ms(t),
+            hint=("far less than the operation takes: was the clock read before the GPU had "
+                  "finished?" if t < PUBLIC_OP_S / 2 else
+                  "far more than the operation takes: milliseconds instead of seconds, or "
+                  "the sum of the repeats?"), advisory=True)
     return CheckResult(name, 1, 1, f"it gave {ms(t)} for an operation of "
                        f"{PUBLIC_OP_S * 1e3:.0f} ms (the grading checks try more cases)")
 

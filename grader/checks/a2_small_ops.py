@@ -11,7 +11,7 @@ import numpy as np
 
 from ..sim import place
 from .result import CheckResult
-from .simulated import framework_problem, fresh, is_number, ms, student_failed
+from .simulated import framework_problem, fresh, is_number, ms, stopped_early, student_failed
 from .support import StudentError, call
 
 
@@ -25,13 +25,17 @@ def public_time_on_streams(time_on_streams, framework: str = "torch") -> CheckRe
     if (bad := framework_problem(name, 1, framework)) is not None:
         return bad
     fw, m = _public_device(framework)
+    x = place(fw, np.eye(32, dtype=np.float32))
+    t0 = m.clock.now_ns
     try:
-        t = call(time_on_streams, fw, m.clock.read, place(fw, np.eye(32, dtype=np.float32)), 4, 2)
+        t = call(time_on_streams, fw, m.clock.read, x, 4, 2)
     except StudentError as e:
         return student_failed(name, 1, e, framework)
     if not is_number(t) or t <= 0:
         return CheckResult(name, 0, 1, "time_on_streams must return seconds as a positive "
                            "float", seen=ms(t))
+    if (early := stopped_early(name, t, m, t0, framework)) is not None:
+        return early
     return CheckResult(name, 1, 1, f"{ms(t)} for 4 small products on 2 streams")
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..sim import fixed_kernel, host_value, place
 from .result import CheckResult
-from .simulated import framework_problem, fresh, ms, student_failed
+from .simulated import framework_problem, fresh, ms, stopped_early, student_failed
 from .support import StudentError, call
 
 N = 4
@@ -25,6 +25,7 @@ def _public(fn, name: str, framework: str) -> CheckResult:
     fw, m = fresh(framework, warmup_s=0.0)
     xs = [place(fw, np.full((8, 8), i, np.float32)) for i in range(N)]
     op = fixed_kernel(0.002, fn=lambda v: 2 * v + 1, name="op")
+    t0 = m.clock.now_ns
     try:
         out = call(fn, fw, m.clock.read, op, xs)
     except StudentError as e:
@@ -37,6 +38,22 @@ def _public(fn, name: str, framework: str) -> CheckResult:
     if len(results) != N or on_host != N:
         return CheckResult(title, 0, 1, f"return one host result per input ({N})",
                            seen=f"{len(results)} results, {on_host} of them on the host")
+    # op(x) here is 2 x + 1 on inputs full of i: what the caller reads now must be that
+    try:
+        values = [np.asarray(host_value(r), dtype=np.float64) for r in results]
+    except (TypeError, ValueError):
+        values = []
+    if len(values) != N or any(v.shape != (8, 8) or not np.allclose(v, 2 * i + 1)
+                               for i, v in enumerate(values)):
+        garbage = any(np.isnan(v).any() for v in values)
+        return CheckResult(title, 0, 1, "the results are not op(x), in order",
+                           expected=f"op(x) = 2 x + 1 for each of the {N} inputs",
+                           seen="garbage (NaN) in the results" if garbage else "other values",
+                           hint="they were read before their copies landed (or copied before "
+                                "the product was computed)" if garbage else
+                                "return op(x) for every x, in order", advisory=True)
+    if (early := stopped_early(title, secs, m, t0, framework)) is not None:
+        return early
     return CheckResult(title, 1, 1, f"{N} host results, {ms(secs, 2)} (the grading checks "
                        "check more)")
 

@@ -46,6 +46,15 @@ def public_trace_with_events(trace_with_events, framework: str = "torch") -> Che
         return student_failed(name, 1, e, framework)
     if problem := intervals_problem(out, N):
         return CheckResult(name, 0, 1, problem, seen=type(out).__name__)
+    # each product here takes 2 ms: its interval must be about that, in seconds
+    length = out["compute"][0][1] - out["compute"][0][0]
+    if not 0.001 <= length <= 0.004:
+        return CheckResult(name, 0, 1, f"the first product's interval is {length:.6g}",
+                           expected="about 0.002 (each product here takes 2 ms; seconds)",
+                           seen=f"{length:.6g}", hint="elapsed_time gives milliseconds: divide "
+                           "by 1000" if 1 <= length <= 4 else "time each product between a "
+                           "pair of events recorded around it, on the products' stream",
+                           advisory=True)
     return CheckResult(name, 1, 1, f"{N} compute and {N} copy intervals, the first product "
                        f"from {out['compute'][0][0]:.6f} to {out['compute'][0][1]:.6f}")
 
@@ -71,7 +80,27 @@ def public_chrome(overlap_from_chrome_trace, framework: str | None = None) -> Ch
         return failed_chrome(name, e)
     if not is_number(ov):
         return CheckResult(name, 0, 1, "return seconds as a float", seen=type(ov).__name__)
-    return CheckResult(name, 1, 1, f"{float(ov)!r} s for two events one after the other")
+    if abs(float(ov)) > 1e-12:
+        return CheckResult(name, 0, 1, "two events one after the other overlap",
+                           expected="0.0 s (the kernel ends at 100 us, the copy starts there)",
+                           seen=f"{float(ov)!r} s", hint="count only the time during which "
+                           "both run", advisory=True)
+    # the same two events, the copy starting halfway through the kernel: 50 us together
+    try:
+        half = call(overlap_from_chrome_trace, chrome_trace([("kernel", 0, 100, 7),
+                                                             ("gpu_memcpy", 50, 100, 8)]),
+                    "kernel", "gpu_memcpy")
+    except StudentError as e:
+        return failed_chrome(name, e)
+    if not is_number(half) or abs(float(half) - 50e-6) > 1e-9:
+        return CheckResult(name, 0, 1, "a kernel of 0-100 us and a copy of 50-150 us",
+                           expected="5e-05 s together", seen=repr(half),
+                           hint="the trace's times are microseconds: return seconds"
+                           if is_number(half) and abs(float(half) - 50) < 1e-6 else
+                           "the overlap is from the later start to the earlier end",
+                           advisory=True)
+    return CheckResult(name, 1, 1, f"{float(ov)!r} s for two events one after the other, "
+                       "5e-05 s for two that overlap by 50 us")
 
 
 def failed_chrome(name: str, e: StudentError, points: float = 1) -> CheckResult:

@@ -64,27 +64,45 @@ def train_dp(pieces: dict[str, Callable], framework: str, steps: int = STEPS,
 
 # ---- public checks: quick, lenient ("it runs and returns the right kind of thing") --------
 
-def _public(name: str, fn: Callable, args: tuple, ok: Callable[[Any], bool], want: str) -> CheckResult:
+def _public(name: str, fn: Callable, args: tuple, ok: Callable[[Any], bool], want: str,
+            example: tuple[Callable[[Any], bool], str, str] | None = None) -> CheckResult:
+    """``example``: ``(holds, what the notebook says, hint)``, an advisory finding (printed,
+    not raised) when the answer runs but differs from what the notebook's text shows."""
     name = f"a6 (public): {name}"
     try:
         out = call(fn, *args)
         good = ok(out)
     except StudentError as e:
-        return CheckResult(name, 0, 1, str(e), expected=want, hint="read the error above")
+        return CheckResult(name, 0, 1, str(e), expected=want, hint="the message names the line of your function that raised")
     except Exception as e:  # noqa: BLE001 - the return value had the wrong shape
         return CheckResult(name, 0, 1, "unexpected return value", expected=want, seen=repr(e)[:200],
                            hint=want)
     if not good:
         return CheckResult(name, 0, 1, "unexpected return value", expected=want,
                            seen=repr(out)[:200], hint=want)
+    if example is not None:
+        holds, said, hint = example
+        try:
+            fine = holds(out)
+        except Exception:  # noqa: BLE001 - an odd value simply does not match the example
+            fine = False
+        if not fine:
+            return CheckResult(name, 0, 1, "not what the notebook's text shows", expected=said,
+                               seen=repr(out)[:200], hint=hint, advisory=True)
+        return CheckResult(name, 1, 1, f"runs, returns {want}, and {said}")
     return CheckResult(name, 1, 1, "runs and returns " + want)
 
 
 def public_scatter(scatter: Callable, framework: str = "torch") -> CheckResult:
-    x = m.from_numpy(np.zeros((10, 2), np.float32), framework)
+    x = m.from_numpy(np.arange(20, dtype=np.float32).reshape(10, 2), framework)
     return _public("scatter", scatter, (x, 3),
                    lambda out: 0 < len(out) <= 3 and all(len(m.to_numpy(c)) for c in out),
-                   "a list of up to 3 non-empty tensors")
+                   "a list of up to 3 non-empty tensors",
+                   (lambda out: [len(m.to_numpy(c)) for c in out] == [4, 4, 2] and np.array_equal(
+                       np.concatenate([m.to_numpy(c) for c in out]), m.to_numpy(x)),
+                    "10 rows on 3 devices give chunks of 4, 4 and 2 rows, every row once, in "
+                    "order", "Task 1's text: torch.chunk's sizes, ceil(rows / n) rows per chunk "
+                    "and the rest in the last"))
 
 
 def public_replicate(replicate: Callable, framework: str = "torch") -> CheckResult:
@@ -95,19 +113,30 @@ def public_replicate(replicate: Callable, framework: str = "torch") -> CheckResu
 
 def public_parallel_apply(parallel_apply: Callable) -> CheckResult:
     return _public("parallel_apply", parallel_apply, (lambda r, x: r + x, [1, 2], [(10,), (20,)]),
-                   lambda out: len(list(out)) == 2, "a list with one result per replica")
+                   lambda out: len(list(out)) == 2, "a list with one result per replica",
+                   (lambda out: list(out) == [11, 22], "fn(replicas[i], *inputs[i]) in replica "
+                    "order: [1 + 10, 2 + 20] = [11, 22]", "call fn(replicas[i], *inputs[i]) and "
+                    "keep the results in replica order (a thread's result by its index)"))
 
 
 def public_gather(gather: Callable, framework: str = "torch") -> CheckResult:
-    parts = [m.from_numpy(np.ones((k, 1), np.float32), framework) for k in (2, 1)]
+    parts = [m.from_numpy(np.array(v, np.float32).reshape(-1, 1), framework)
+             for v in ([0, 1], [2])]
     return _public("gather", gather, (parts,), lambda out: m.to_numpy(out).shape == (3, 1),
-                   "one tensor of 3 rows")
+                   "one tensor of 3 rows",
+                   (lambda out: m.to_numpy(out).ravel().tolist() == [0, 1, 2],
+                    "replica 0's rows first: [0, 1] then [2]", "concatenate along dimension "
+                    "0, in replica order"))
 
 
 def public_reduce_gradients(reduce_gradients: Callable, framework: str = "torch") -> CheckResult:
     g = {"w": m.from_numpy(np.ones(2, np.float32), framework)}
     return _public("reduce_gradients", reduce_gradients, ([g, g], [1, 1]),
-                   lambda out: m.to_numpy(out["w"]).shape == (2,), "a dict of tensors with the same names")
+                   lambda out: m.to_numpy(out["w"]).shape == (2,), "a dict of tensors with the same names",
+                   (lambda out: np.allclose(m.to_numpy(out["w"]), 1.0),
+                    "two chunks of one row with the same gradient [1, 1]: the batch's mean-loss "
+                    "gradient is that gradient, [1, 1]", "the gradient of the mean loss over "
+                    "the whole batch: not the sum of the replicas' gradients, and averaged once"))
 
 
 def public_training(pieces: dict[str, Callable], framework: str = "torch") -> CheckResult:

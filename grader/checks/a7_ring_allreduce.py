@@ -102,12 +102,14 @@ def run_ring(fn: Callable, world: int, length: int, framework: str = "torch",
         if "error" in log:
             return f"rank {rank} raised: {log['error'].splitlines()[0]}"
     # the sum all_reduce would give, computed here from the known inputs, not by a rank
-    expected = np.sum(np.stack(_inputs(world, length, seed)), axis=0, dtype=np.float32)
-    for log in logs:
+    inputs = _inputs(world, length, seed)
+    expected = np.sum(np.stack(inputs), axis=0, dtype=np.float32)
+    for rank, log in enumerate(logs):
         if not isinstance(log, dict) or not isinstance(log.get("got"), np.ndarray):
             return "a rank returned something that is not its result"
         log["forbidden"] = log["collectives"]
         log["expected"] = expected
+        log["input"] = inputs[rank]     # what this rank was given (a hint can replay it)
     return logs
 
 
@@ -128,6 +130,15 @@ def public_ring_all_reduce(fn: Callable, framework: str = "torch") -> CheckResul
     if any(s != (6,) for s in shapes):
         return CheckResult(name, 0, 1, "wrong shape", expected="(6,) on each rank", seen=str(shapes),
                            hint="return a tensor shaped like x (or reduce into x)")
-    return CheckResult(name, 1, 1, "runs on 2 ranks and returns a tensor of x's shape")
+    wrong = [r for r, log in enumerate(logs)
+             if not np.allclose(log["got"], log["expected"], rtol=RTOL, atol=ATOL)]
+    if wrong:
+        return CheckResult(name, 0, 1, f"rank(s) {wrong} do not hold the sum of both ranks' x",
+                           expected="every rank holds x of rank 0 + x of rank 1",
+                           seen=f"rank(s) {wrong} differ", hint="after the reduce-scatter, the "
+                           "all-gather passes the finished chunks on (see its index rule above)",
+                           advisory=True)
+    return CheckResult(name, 1, 1, "runs on 2 ranks and every rank holds the sum (graded: 3 "
+                       "ranks, uneven chunks, and the messages)")
 
 

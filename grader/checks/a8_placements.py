@@ -56,7 +56,15 @@ def public_link_bytes(link_bytes: Callable) -> CheckResult:
     if bad:
         return CheckResult(name, 0, 1, "ranks out of range", seen=str(bad),
                            expected="ranks 0 .. tp * dp - 1", hint="tp=2, dp=1: ranks 0 and 1")
-    return CheckResult(name, 1, 1, f"returns {seen} for the example above")
+    example = {(0, 1): 64, (1, 0): 64}     # the notebook's worked example of Task 1
+    if seen != example:
+        return CheckResult(name, 0, 1, "not the worked example's bytes",
+                           expected=f"link_bytes([8, 16, 4], ('col', 'row'), 4, tp=2) == {example}",
+                           seen=str(seen), hint="the Task 1 text works this example out: the "
+                           "second layer's (4, 4) output, 64 bytes, is all-reduced between the 2 "
+                           "ranks, and each sends 2 * (1/2) * 64 bytes to the other", advisory=True)
+    return CheckResult(name, 1, 1, f"returns {seen}, the worked example of Task 1 (the graded "
+                       "tests try six other configurations)")
 
 
 def public_choose_order(choose_order: Callable) -> CheckResult:
@@ -64,8 +72,10 @@ def public_choose_order(choose_order: Callable) -> CheckResult:
     try:
         seen = call(choose_order, [8, 16, 4], ("col", "row"), 4, tp=2, dp=2, per_node=2)
     except StudentError as e:
-        return CheckResult(name, 0, 1, str(e), expected="'tp' or 'dp'", hint="read the error above")
+        return CheckResult(name, 0, 1, str(e), expected="'tp' or 'dp'",
+                           hint="the message names the line of your function that raised")
     if seen not in ORDERS:
         return CheckResult(name, 0, 1, "not an order", expected="'tp' or 'dp'", seen=repr(seen),
                            hint="return the string 'tp' or 'dp'")
-    return CheckResult(name, 1, 1, f"returns {seen!r} for the example above")
+    return CheckResult(name, 1, 1, f"returns {seen!r} for dims [8, 16, 4], ('col', 'row'), "
+                       "batch 4, tp=2, dp=2, per_node=2 (whether it is right is graded)")

@@ -78,7 +78,19 @@ def public_zero_bytes(fn: Callable) -> CheckResult:
         return CheckResult(name, 0, 1, "1000 float32 parameters on one rank",
                            expected="params 4000 bytes", seen=f"{got['params']:g}",
                            hint="bytes, not values: 4 bytes per float32 value")
-    return CheckResult(name, 1, 1, "returns params, grads and optimizer as numbers")
+    try:
+        example = normalise_memory(call(fn, 1000, 4, 1))
+    except (StudentError, TypeError, ValueError) as e:
+        return CheckResult(name, 0, 1, str(e), hint="run zero_bytes(1000, 4, 1) in a cell")
+    want = {"params": 4000, "grads": 4000, "optimizer": 2000}   # the notebook's example
+    if any(abs(example[k] - want[k]) > 8 for k in KINDS):
+        return CheckResult(name, 0, 1, "not the notebook's example",
+                           expected=f"zero_bytes(1000, 4, 1) == {want}",
+                           seen=str({k: example[k] for k in KINDS}),
+                           hint="Task 1's example: at stage 1 only the optimizer state is "
+                                "split over the 4 ranks", advisory=True)
+    return CheckResult(name, 1, 1, "returns the three kinds, and the notebook's example "
+                       "(the graded tests try every stage on other models)")
 
 
 def public_one_f_one_b(fn: Callable) -> CheckResult:
@@ -101,4 +113,16 @@ def public_one_f_one_b(fn: Callable) -> CheckResult:
                            seen=f"stage(s) {bad}: {[got[s] for s in bad]}",
                            hint="every stage runs the forward and the backward of every "
                                 "micro-batch once")
-    return CheckResult(name, 1, 1, "two stages, each with every forward and backward once")
+    example = [["F0", "F1", "B0", "F2", "B1", "B2"], ["F0", "B0", "F1", "B1", "F2", "B2"]]
+    try:
+        seen = normalise_schedule(call(fn, 2, 3), 2)
+    except (StudentError, TypeError, ValueError) as e:
+        return CheckResult(name, 0, 1, str(e), hint="run one_f_one_b(2, 3) in a cell")
+    if seen != normalise_schedule(example, 2):
+        return CheckResult(name, 0, 1, "not the notebook's example",
+                           expected=f"one_f_one_b(2, 3) == {example}",
+                           seen=str([[f"{k}{i}" for k, i in ops] for ops in seen]),
+                           hint="stage s runs stages - s - 1 forwards, then one forward and one "
+                                "backward in turn, then the backwards that are left", advisory=True)
+    return CheckResult(name, 1, 1, "every pass once on each stage, and the notebook's example "
+                       "(the graded tests run other pipelines on a clock)")

@@ -18,7 +18,7 @@ from .result import CheckResult
 from .support import StudentError
 
 __all__ = ["fresh", "framework_problem", "is_number", "ms", "NAMES", "student_failed",
-           "FRAMEWORKS"]
+           "FRAMEWORKS", "stopped_early"]
 
 # How each framework spells what hints name.
 NAMES = {
@@ -90,3 +90,20 @@ def student_failed(name: str, points: float, err: StudentError, framework: str) 
     else:
         hint = "run the public check above in your notebook to see the error"
     return CheckResult(name, 0, points, text, hint=hint)
+
+
+def stopped_early(name: str, t: Any, m: Machine, t0_ns: int, framework: str) -> CheckResult | None:
+    """A public check's advisory finding when the time an answer returned is less than half
+    of what the simulated device recorded for the work it queued (from ``t0_ns``): the clock
+    was read before the GPU had finished. ``None`` otherwise."""
+    ops = [o for o in m.ops if o.launched_ns >= t0_ns]
+    if not ops or not is_number(t):
+        return None
+    span = (max(o.end_ns for o in ops) - min(o.launched_ns for o in ops)) / 1e9
+    if float(t) >= span / 2:
+        return None
+    return CheckResult(name, 0, 1, f"{ms(t)}, but the GPU worked for {ms(span)}",
+                       expected=f"about {ms(span)} (until the work is done)", seen=ms(t),
+                       hint="the clock was read before the GPU had finished: "
+                            f"{NAMES.get(framework, NAMES['torch'])['sync']} before reading it",
+                       advisory=True)

@@ -216,6 +216,19 @@ def independent_ops_experiment(torch, clock, x, n=8):
     every = clock() - t0
     return {"one": one, "all": every, "parallel": every < 0.75 * n * one}
 '''}, 4, 2, "depend on each other"),
+    # independent products, but the host waits for each before queuing the next: they ran
+    # one by one for that reason, not because they depend on each other
+    "synchronized_after_each_product": ({"experiment": '''
+def independent_ops_experiment(torch, clock, x, n=8):
+    one = time_work(torch, clock, torch.matmul, x, x)
+    torch.cuda.synchronize()
+    t0 = clock()
+    for _ in range(n):
+        x @ x
+        torch.cuda.synchronize()
+    every = clock() - t0
+    return {"one": one, "all": every, "parallel": every < 0.75 * n * one}
+'''}, 4, 2, "the host waited for each product before queuing the next"),
     "verdict_always_true": ({"experiment": '''
 def independent_ops_experiment(torch, clock, x, n=8):
     one = time_work(torch, clock, torch.matmul, x, x)

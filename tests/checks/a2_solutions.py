@@ -182,4 +182,22 @@ def stream_speedups(torch, clock, small, large, n_ops, n_streams):
             / time_on_streams(torch, clock, x, n_ops, 1)
             for name, x in (("small", small), ("large", large))}
 '''}, 4, 2, "inverted"),
+    # waits for the last stream only: with n_ops a multiple of the stream count every stream
+    # ends together and the time looks right; with 7 products the last stream holds one
+    # product fewer and ends first
+    "waits_for_the_last_stream_only": ({"time_on_streams": '''
+FRAMEWORK = "torch"
+
+
+def time_on_streams(torch, clock, x, n_ops, n_streams):
+    streams = [torch.cuda.Stream() for _ in range(n_streams)]
+    x @ x
+    torch.cuda.synchronize()
+    t0 = clock()
+    for i in range(n_ops):
+        with torch.cuda.stream(streams[i % n_streams]):
+            x @ x
+    streams[-1].synchronize()
+    return clock() - t0
+'''}, 2, 4, "clock stopped before every stream had finished"),
 }

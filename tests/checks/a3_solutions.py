@@ -125,7 +125,7 @@ def overlapped(torch, clock, op, xs):
     results = [h.numpy() for h in host]
     torch.cuda.synchronize()
     return results, clock() - t0
-'''}, 3, 3, "read before their copies landed"),
+'''}, 3, 4, "read before their copies landed"),
     # the copy stream never waits for the product it copies
     "copy_stream_does_not_wait": ({"overlapped": '''
 def overlapped(torch, clock, op, xs):
@@ -139,7 +139,7 @@ def overlapped(torch, clock, op, xs):
             results.append(y.to("cpu", non_blocking=True))
     torch.cuda.synchronize()
     return results, clock() - t0
-'''}, 3, 3, "before the product was computed"),
+'''}, 3, 4, "before the product was computed"),
     # non-blocking copies into pinned memory, but on the products' stream
     "copies_on_the_products_stream": ({"overlapped": '''
 def overlapped(torch, clock, op, xs):
@@ -148,7 +148,7 @@ def overlapped(torch, clock, op, xs):
     results = [op(x).to("cpu", non_blocking=True) for x in xs]
     torch.cuda.synchronize()
     return results, clock() - t0
-'''}, 3, 4, "queued on the products' stream"),
+'''}, 3, 2, "queued on the products' stream"),
     # a copy stream, but into pageable memory: the host waits for every copy
     "pageable_memory": ({"overlapped": '''
 def overlapped(torch, clock, op, xs):
@@ -167,7 +167,7 @@ def overlapped(torch, clock, op, xs):
             results.append(h)
     torch.cuda.synchronize()
     return results, clock() - t0
-'''}, 3, 4, "pageable host memory"),
+'''}, 3, 2, "pageable host memory"),
     # Paddle: to("cpu", blocking=False) goes to pageable memory
     "paddle_to_cpu_is_pageable": ({"sequential": '''
 FRAMEWORK = "paddle"
@@ -195,7 +195,7 @@ def overlapped(paddle, clock, op, xs):
             out.append(y.to("cpu", blocking=False))
     paddle.device.synchronize()
     return out, clock() - t0
-'''}, 3, 4, "pageable host memory"),
+'''}, 3, 2, "pageable host memory"),
     "clock_read_before_done": ({"sequential": '''
 FRAMEWORK = "torch"
 
@@ -220,7 +220,7 @@ def overlapped(torch, clock, op, xs):
     elapsed = clock() - t0
     torch.cuda.synchronize()
     return results, elapsed
-'''}, 2, 4, "clock was read before the copies had landed"),
+'''}, 2, 4.5, "clock was read before the copies had landed"),
     "copied_twice": ({"overlapped": '''
 def overlapped(torch, clock, op, xs):
     copy_stream = torch.cuda.Stream()
@@ -238,5 +238,11 @@ def overlapped(torch, clock, op, xs):
     torch.cuda.synchronize()
     results = [y.cpu() for y in ys]
     return results, clock() - t0
-'''}, 3, 4, "number of copies"),
+'''}, 3, 4.5, "number of copies"),
+    # the sequential function handed in as the overlapped one: right results and times, no
+    # overlap, so most of the task's points are lost
+    "overlaps_nothing": ({"overlapped": '''
+def overlapped(torch, clock, op, xs):
+    return sequential(torch, clock, op, xs)
+'''}, 3, 2, "copies overlapping computation"),
 }

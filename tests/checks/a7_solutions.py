@@ -139,3 +139,19 @@ def send_everything(x, rank, world_size):
 def calls_all_reduce(x, rank, world_size):
     dist.all_reduce(x)
     return x
+
+
+def all_gather_off_by_one(x, rank, world_size):
+    """A right reduce-scatter, then an all-gather that passes chunks "the same way": with the
+    reduce-scatter's indices, so unfinished chunks travel and overwrite finished ones."""
+    p = world_size
+    parts = [c.clone() for c in torch.tensor_split(x, p)]
+    for phase in ("rs", "ag"):
+        for s in range(p - 1):
+            i_send, i_recv = (rank - s) % p, (rank - s - 1) % p
+            req = dist.isend(parts[i_send], (rank + 1) % p)
+            buf = torch.empty_like(parts[i_recv])
+            dist.recv(buf, (rank - 1) % p)
+            req.wait()
+            parts[i_recv] = parts[i_recv] + buf if phase == "rs" else buf
+    return torch.cat(parts)

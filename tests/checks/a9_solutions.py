@@ -124,3 +124,17 @@ def schedule_no_warmup(stages, micro):
 
 def schedule_backward_first(stages, micro):
     return [[x for i in range(micro) for x in (f"B{i}", f"F{i}")] for _ in range(stages)]
+
+
+def schedule_uncapped_warmup(stages, micro):
+    """1F1B whose warm-up is not capped at the micro-batches: with fewer micro-batches than
+    stages - 1 it emits forwards (and backwards) of micro-batches that do not exist."""
+    out = []
+    for s in range(stages):
+        warm = stages - s - 1
+        order = [("F", i) for i in range(warm)]
+        for i in range(micro - warm):
+            order += [("F", warm + i), ("B", i)]
+        order += [("B", i) for i in range(micro - warm, micro)]
+        out.append(order)
+    return out

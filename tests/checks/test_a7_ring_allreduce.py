@@ -48,6 +48,17 @@ def test_wrong_chunk_indexing_gets_no_value_points():
     assert values.points == 0 and "(r - s) mod p" in values.hint
 
 
+def test_an_all_gather_with_the_reduce_scatters_indices_gets_the_all_gathers_rule_as_hint():
+    values, p2p, ring = a7.check_all(sol.all_gather_off_by_one)
+    assert values.points == 0 and p2p.points == 1 and ring.points == 2
+    assert "the all-gather used its indices" in values.hint and "(r - s + 1) mod p" in values.hint
+
+
+def test_the_public_check_sees_wrong_sums_without_failing_the_cell():
+    r = a7_public.public_ring_all_reduce(sol.all_gather_off_by_one)
+    assert not r.passed and r.advisory and "do not hold the sum" in r.message
+
+
 def test_sending_everything_to_everyone_is_correct_but_not_a_ring():
     values, p2p, ring = a7.check_all(sol.send_everything)
     assert values.points == 3 and ring.points == 0 and "60 elements" in ring.seen

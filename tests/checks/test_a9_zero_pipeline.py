@@ -50,6 +50,8 @@ def test_each_accounting_mistake_loses_its_points_and_is_named(fn, lost, named):
     (sol.schedule_long_warmup, 2, "one forward too many"),
     (sol.schedule_no_warmup, 2, "without the warm-up forwards"),
     (sol.schedule_backward_first, 5, "only after its own forward"),
+    # right wherever micro >= stages - 1; with 4 stages and 2 micro-batches it runs F2
+    (sol.schedule_uncapped_warmup, 1, "which do not exist with 2 micro-batches"),
 ])
 def test_each_schedule_mistake_loses_its_points_and_is_named(fn, lost, named):
     r = a9.check_schedule(fn)

@@ -41,7 +41,7 @@ EXPECTED = {   # (score, words in the first failing check's message or hint)
     ("alice", "a5_dependencies"): (10, None),
     ("bob", "a1_independent_ops"): (7, "timed cold"),
     ("bob", "a2_small_ops"): (4, "ran on 1 stream(s), not 4"),
-    ("bob", "a3_compute_comm"): (7, "queued on the products' stream"),
+    ("bob", "a3_compute_comm"): (5, "queued on the products' stream"),  # no overlap: 3 of 5
     ("bob", "a4_profile_trace"): (7, "recorded on the products' stream"),
     ("bob", "a5_dependencies"): (7, "the host waited"),
     ("carol", "a4_profile_trace"): (8, None),   # right answers; nbgrader puts her tests back

@@ -384,6 +384,81 @@ def restore_metadata(nb, released) -> list[str]:
     return notes
 
 
+def _graded_ids(nb) -> list[str]:
+    """Grade ids of the answer and test cells of ``nb``, in order."""
+    out = []
+    for c in nb.cells:
+        meta = c.get("metadata", {}).get("nbgrader")
+        if isinstance(meta, dict) and (meta.get("solution") or meta.get("grade")) \
+                and isinstance(meta.get("grade_id"), str):
+            out.append(meta["grade_id"])
+    return out
+
+
+def _ids_in(path: Path) -> set[str]:
+    """The answer and test cells' grade ids of one of the course's own notebooks."""
+    import nbformat
+
+    try:
+        return set(_graded_ids(nbformat.read(path, as_version=4)))
+    except Exception:  # noqa: BLE001 - an unreadable course notebook names no assignment
+        return set()
+
+
+def other_assignment(nb, course: Path, assignment: str, name: str) -> str | None:
+    """The assignment whose notebook ``nb`` is, when it holds none of ``assignment``'s answer
+    and test cells and all of its own are another assignment's (the course's ``release/``,
+    else ``source/``)."""
+    have = set(_graded_ids(nb))
+    if not have:
+        return None
+    course = Path(course)
+    ours = _ids_in(course / "release" / assignment / name) or \
+        _ids_in(course / "source" / assignment / name)
+    if have & ours:
+        return None
+    for kind in ("release", "source"):
+        for path in sorted(course.glob(f"{kind}/*/*.ipynb")):
+            if path.parent.name != assignment and have <= _ids_in(path):
+                return path.parent.name
+    return None
+
+
+def restore_missing(nb, released) -> list[str]:
+    """Put back, as released, the test cells a student deleted (in place), each after the
+    nearest released cell before it that the notebook still has, so that the rest is graded;
+    name the answer cells that are missing too. nbgrader would add a deleted test cell back
+    itself, but it looks for the very cell before it and raises ``KeyError`` when that one
+    (the task's answer cell) was deleted too."""
+    def gid(c):
+        meta = c.get("metadata", {}).get("nbgrader")
+        return meta.get("grade_id") if isinstance(meta, dict) else None
+
+    present = {gid(c) for c in nb.cells} - {None}
+    notes, at = [], 0                  # at: where the next put-back cell goes in nb
+    for cell in released.cells:
+        g = gid(cell)
+        if g is None:
+            continue
+        if g in present:
+            at = next(i for i, c in enumerate(nb.cells) if gid(c) == g) + 1
+            continue
+        meta = cell.metadata["nbgrader"]
+        if meta.get("solution"):
+            notes.append(f"answer cell {g} is missing (deleted, or its nbgrader metadata was "
+                         "removed): its test ran with what the rest of the notebook defines")
+        elif meta.get("grade"):
+            from nbformat.corpus.words import generate_corpus_id
+
+            put = copy.deepcopy(cell)
+            if "id" in put:
+                put["id"] = generate_corpus_id()     # cell ids are unique in a notebook
+            nb.cells.insert(at, put)
+            at += 1
+            notes.append(f"test cell {g} was deleted; the original was put back and run")
+    return notes
+
+
 def check(sub: Submission, course: Path, limits: SubmissionLimits
           ) -> tuple[tuple[str, str] | None, dict[str, bytes], list[str]]:
     """The assignment's notebooks in ``sub``: ``(problem, staged, notes)``.
@@ -424,8 +499,15 @@ def check(sub: Submission, course: Path, limits: SubmissionLimits
         except Exception as e:  # noqa: BLE001 - nbformat raises several kinds
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             return ("invalid", f"{name} is not a valid notebook ({first[:200]})"), {}, notes
+        other = other_assignment(nb, course, sub.assignment, name)
+        if other is not None:
+            return ("invalid", f"{name} is the notebook of assignment {other}, not of "
+                    f"{sub.assignment} (its answer and test cells are {other}'s): submit "
+                    f"{sub.assignment}'s notebook under this name"), {}, notes
         released = Path(course) / "release" / sub.assignment / name
         if released.is_file():
-            notes += restore_metadata(nb, nbformat.read(released, as_version=4))
+            rel = nbformat.read(released, as_version=4)
+            notes += restore_metadata(nb, rel)
+            notes += restore_missing(nb, rel)
         staged[name] = nbformat.writes(nb).encode("utf-8")
     return None, staged, notes

@@ -210,6 +210,9 @@ def test_the_assignments_metadata_is_put_back_and_what_changed_is_said(released)
     fixed = nbformat.reads(staged[f"{A1}.ipynb"].decode(), as_version=4)
     metas = [c.metadata.get("nbgrader") for c in fixed.cells]
     want = [c.metadata.get("nbgrader") for c in nbformat.read(ALICE, as_version=4).cells]
+    # the test cell that lost its grade id is put back as released, after time_work
+    assert metas[4] == want[4] and fixed.cells[4].source == nb.cells[4].source
+    del metas[4]
     assert metas[7] == want[7]                          # points put back
     assert metas[4] is None and metas[6] is None and metas[0] is None   # ordinary cells now
     assert [m for m in metas if m] == [m for i, m in enumerate(want) if m and i not in (0, 4, 6)]
@@ -217,6 +220,8 @@ def test_the_assignments_metadata_is_put_back_and_what_changed_is_said(released)
     assert "grade id 'zzz', which the assignment does not have" in text
     assert "repeats grade id 'time_work'" in text and "is not a dict" in text
     assert "cell 8 (test_experiment): its nbgrader metadata was edited ('points')" in text
+    assert "test cell test_time_work was deleted; the original was put back" in text
+    assert "answer cell experiment is missing" in text
 
 
 def test_an_honest_notebook_is_staged_unchanged_with_no_note(released):
@@ -225,3 +230,29 @@ def test_an_honest_notebook_is_staged_unchanged_with_no_note(released):
     assert problem is None and notes == []
     assert nbformat.reads(staged[f"{A1}.ipynb"].decode(), as_version=4) == \
         nbformat.read(ALICE, as_version=4)
+
+
+def test_a_deleted_answer_and_test_cell_are_named_and_the_test_put_back_in_its_place(released):
+    nb = nbformat.read(ALICE, as_version=4)
+    nb.cells = [c for c in nb.cells
+                if c.metadata.get("nbgrader", {}).get("grade_id") not in ("experiment", "test_experiment")]
+    problem, staged, notes = intake.check(_submit(released, nb), released, SubmissionLimits())
+    assert problem is None
+    fixed = nbformat.reads(staged[f"{A1}.ipynb"].decode(), as_version=4)
+    ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in fixed.cells]
+    # after task2's text, where nbgrader itself would have looked for the deleted answer cell
+    assert ids[ids.index("task2") + 1] == "test_experiment" and "experiment" not in ids
+    assert notes == ["answer cell experiment is missing (deleted, or its nbgrader metadata was "
+                     "removed): its test ran with what the rest of the notebook defines",
+                     "test cell test_experiment was deleted; the original was put back and run"]
+
+
+def test_another_assignments_notebook_under_this_name_is_recognised(released):
+    other = released / "release" / "a8_placements"
+    other.mkdir(parents=True)
+    (other / "a8_placements.ipynb").write_bytes(
+        (ROOT / "exercises" / "submitted" / "alice" / "a8_placements" / "a8_placements.ipynb").read_bytes())
+    a8 = nbformat.read(other / "a8_placements.ipynb", as_version=4)
+    problem, staged, _ = intake.check(_submit(released, a8), released, SubmissionLimits())
+    assert problem[0] == "invalid" and staged == {}
+    assert f"{A1}.ipynb is the notebook of assignment a8_placements, not of a" in problem[1]
