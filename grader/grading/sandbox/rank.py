@@ -102,14 +102,14 @@ def main(argv: list[str]) -> int:
     os.lchown(folder, settings["uid"], settings["gid"])
     os.chmod(folder, 0o700)
     full = command(settings, os.path.realpath(folder), cmd)
-    return run(settings, full)
+    return run_rank(settings, full)
 
 
 def _gb(n: int | None) -> str:
     return "?" if n is None else f"{n / 2**30:.2f} GB"
 
 
-def run(settings: dict, full: list[str]) -> int:
+def run_rank(settings: dict, full: list[str]) -> int:
     """Start ``full`` in a control group of its own, wait, remove the group, say how it ended."""
     lim = settings["limits"]
     mem = int(lim["memory_gb"] * 2**30)

@@ -170,16 +170,16 @@ def launch(fn: Callable[..., Any], nprocs: int = 2, framework: str = "torch", ar
     work = tempfile.mkdtemp(prefix="course-launch-", dir=tmp_dir)
     procs: list = []
     try:
-        return _run(fn, nprocs, framework, args, kwargs, timeout, backend, env, safe_results,
-                    threads, work, procs)
+        return _launch_in(fn, nprocs, framework, args, kwargs, timeout, backend, env,
+                          safe_results, threads, work, procs)
     finally:
         stop(procs)    # already stopped unless this process was interrupted meanwhile
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _run(fn, nprocs: int, framework: str, args: tuple, kwargs: dict | None, timeout: float,
-         backend: str, env: dict[str, str] | None, safe_results: bool, threads: int,
-         work: str, procs: list) -> LaunchResult:
+def _launch_in(fn, nprocs: int, framework: str, args: tuple, kwargs: dict | None,
+               timeout: float, backend: str, env: dict[str, str] | None, safe_results: bool,
+               threads: int, work: str, procs: list) -> LaunchResult:
     job = os.path.join(work, "job.pkl")
     try:
         with open(job, "wb") as f:
