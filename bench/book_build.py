@@ -1,4 +1,4 @@
-"""Book build times: a clean executed build and a cached rebuild (budgets: 6 min and 30 s).
+"""Book build times: a clean executed build and a cached rebuild (budgets: 7 min with the new chapters, and 30 s).
 
     .venv/bin/python bench/book_build.py [--builddir /tmp/bench-build]
 
@@ -25,7 +25,7 @@ def main() -> None:
     print(f"machine: {cpu_cores()} cores ({cpu_model()})")
     print(load_line())
     clean = build(ROOT, args.builddir, quiet=True)
-    print(f"clean executed build: {clean:6.1f} s  (budget 360 s: {clean / 360:.0%})")
+    print(f"clean executed build: {clean:6.1f} s  (budget 420 s: {clean / 420:.0%})")
     print(load_line())
     cached = build(ROOT, args.builddir, quiet=True)
     print(f"cached rebuild:       {cached:6.1f} s  (budget  30 s: {cached / 30:.0%})")
