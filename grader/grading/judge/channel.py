@@ -530,6 +530,9 @@ def connect(folder: str | int, name: str, deadline: float, alive=lambda: True,
                 fd = os.open(name, os.O_PATH | os.O_NOFOLLOW, dir_fd=dir_fd)
             except FileNotFoundError:
                 fd = None
+            except PermissionError:
+                raise ChannelClosed("the judge may not look into the notebook's folder (its "
+                                    "permissions were changed)") from None
             if fd is not None:
                 try:
                     if not stat.S_ISSOCK(os.fstat(fd).st_mode):
