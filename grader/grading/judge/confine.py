@@ -197,6 +197,75 @@ def _ancestors(path: str) -> list[str]:
     return out
 
 
+def _closed(path: str) -> bool:
+    try:
+        return not os.stat(path).st_mode & stat.S_IXOTH
+    except OSError:
+        return False
+
+
+def _mount(libc, source: bytes | None, target: bytes, fstype: bytes | None, flags: int,
+           data: bytes | None = None) -> None:
+    if libc.mount(source, target, fstype, flags, data) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {target.decode()}: {os.strerror(err)}")
+
+
+def open_views(needed: list[str] | None = None) -> list[str]:
+    """Make what the judge runs on (Python, the virtual environment, ``grader``) reachable
+    for its unprivileged uid without opening anything else: in a mount namespace of this
+    process's own, each folder on the way to them that other users may not enter (root's
+    ``/root``, where pyenv keeps Python) is covered by an empty tmpfs (0755) that holds only
+    those paths, bound from the real ones (what bubblewrap does for the kernel). Call as
+    root, while this process has one thread; the folders covered."""
+    if needed is None:
+        import grader
+
+        needed = [sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable)),
+                  os.path.dirname(os.path.abspath(grader.__file__))]
+    needed = sorted({os.path.realpath(p) for p in needed})
+    libc = ctypes.CDLL(None, use_errno=True)
+    covered: list[str] = []
+    for _ in range(8):      # a covered folder's bound child may hold closed folders too
+        closed = sorted({a for p in needed for a in _ancestors(p)[1:] if _closed(a)},
+                        key=len)
+        if not closed:
+            break
+        if not covered:
+            if libc.unshare(0x00020000) != 0:          # CLONE_NEWNS
+                raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS) failed")
+            _mount(libc, None, b"/", None, 0x4000 | (1 << 18))   # MS_REC | MS_PRIVATE
+        top = closed[0]
+        children = sorted({p[len(top) + 1:].split("/")[0] for p in needed
+                           if p.startswith(top + "/")})
+        import tempfile
+
+        stage = tempfile.mkdtemp(prefix="course-judge-view-", dir="/")
+        try:
+            for c in children:
+                os.mkdir(os.path.join(stage, c))
+                _mount(libc, os.path.join(top, c).encode(), os.path.join(stage, c).encode(),
+                       None, 0x1000 | 0x4000)           # MS_BIND | MS_REC
+            _mount(libc, b"tmpfs", top.encode(), b"tmpfs", 0x2 | 0x4,     # nosuid, nodev
+                   b"mode=0755,size=1m")
+            for c in children:
+                os.mkdir(os.path.join(top, c), 0o755)
+                _mount(libc, os.path.join(stage, c).encode(), os.path.join(top, c).encode(),
+                       None, 0x2000)                    # MS_MOVE
+        finally:
+            for c in children:
+                try:
+                    os.rmdir(os.path.join(stage, c))
+                except OSError:
+                    pass
+            try:
+                os.rmdir(stage)
+            except OSError:
+                pass
+        covered.append(top)
+    return covered
+
+
 def settings_of(isolation: Any) -> str | None:
     """The settings file named by ``$COURSE_RANK_ISOLATION``'s command
     (``[python, -m, grader.grading.sandbox.rank, SETTINGS]``), if that is what it is."""

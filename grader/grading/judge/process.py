@@ -61,6 +61,11 @@ def _die_with_parent() -> None:
 def _child_main(conn) -> None:
     """The judge process: runs the commands of :class:`JudgeProcess` until told to stop."""
     _die_with_parent()
+    if os.geteuid() == 0:     # while this process has one thread (confine.open_views)
+        try:
+            confine.open_views()
+        except OSError as e:
+            print(f"the judge's view of Python could not be made: {e}", file=sys.stderr)
     hello = json.loads(conn.recv_bytes())
     os.environ.clear()
     os.environ.update(hello["env"])

@@ -115,11 +115,12 @@ def _one(conn: socket.socket, tmp: str, tmp_fd: int, settings: dict, judge_uid: 
         from ..sandbox import rank
 
         cmd = rank.command(settings, folder, argv)
-        out = []
+        out: list[str] = []
         i = 0
         while i < len(cmd):          # the folder opened above, never its path again
             if cmd[i] == "--bind" and cmd[i + 1:i + 3] == [folder, folder]:
-                out += ["--bind-fd", str(folder_fd), folder]
+                if "--bind-fd" not in out:    # (bound once: bwrap closes the fd it used)
+                    out += ["--bind-fd", str(folder_fd), folder]
                 i += 3
             else:
                 out.append(cmd[i])
@@ -157,6 +158,10 @@ def _one(conn: socket.socket, tmp: str, tmp_fd: int, settings: dict, judge_uid: 
             os.close(folder_fd)
         if name is not None and name.startswith(PREFIX) and "/" not in name:
             shutil.rmtree(name, ignore_errors=True, dir_fd=tmp_fd)
+        try:
+            conn.shutdown(socket.SHUT_RDWR)   # the client's EOF (and the watcher's)
+        except OSError:
+            pass
         conn.close()
 
 
