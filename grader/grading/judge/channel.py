@@ -21,12 +21,14 @@ values it cannot carry travel as handles, and the other side gets a proxy
   kernel whose answer is again data. It has no ``__float__``, ``__eq__`` or ``__array__`` of
   its own: comparing, hashing or printing it runs nothing anywhere (identity, and a fixed
   repr), and it is never a number;
-- in the kernel, a :class:`JudgeObject`: calls, public attributes (no leading underscore:
-  nothing reaches ``__globals__``, ``__class__`` or ``__dict__``), ``len``, items, iteration,
-  ``repr`` and ``__array__``; operators (``+``, ``@``...), ``float``/``int`` and ``with``
-  only on objects whose class opts in with ``__judge_ops__`` (the simulated frameworks'
-  tensors and stream contexts, :mod:`grader.sim`). Modules, classes and a denylist of
-  built-ins are never exported.
+- in the kernel, a :class:`JudgeObject`: what the kernel may ask of it is the judge's
+  allow-list (:mod:`grader.grading.judge.allow`), not a generic ``getattr``/``call``: only
+  the course's own functions (called) and the simulated frameworks' objects (the API the
+  simulator models, operators and ``with`` where the class lists them in
+  ``__judge_ops__``, ``numpy.asarray`` as numbers only) cross as handles; anything else is
+  an opaque handle that refuses every request. What the judge keeps for the kernel is
+  counted against a :class:`Budget` per job, and the messages waiting in its queues
+  against :data:`MAX_QUEUED_BYTES`.
 
 Calls nest and run concurrently: a request carries the id of the request its sender was
 serving, and it is run by the thread that waits for that request's reply (so the kernel's own

@@ -9,6 +9,10 @@ could take it over. What a judge that is taken over has:
   its worker slot (:func:`judge_uid`: the slot's uid + :data:`JUDGE_UID_OFFSET`, gid the same,
   no supplementary groups, no capabilities, ``no_new_privs``); a judge that was not root
   keeps the grading user's uid (no sandbox: trusted code only, see GRADING.md);
+- **a view of Python it can use, and no more**: where Python lives in a folder other users
+  cannot enter (pyenv's ``/root``), the judge process covers that folder, in a mount
+  namespace of its own, with an empty tmpfs holding only Python, the virtual environment
+  and ``grader`` (:func:`open_views`, what bubblewrap does for the kernel);
 - **what it needs to read, and nothing of the course folder**: the hidden checks are
   imported before the switch (:func:`grader.grading.hidden.preload`), the kernel's folder is
   opened once as a directory fd (the channel's socket is reached through it), and the judge

@@ -17,7 +17,10 @@ fresh process, with the locked cells run again, judges the next cell.
 
 Processes come from a fork server (``multiprocessing``'s ``forkserver``) that has imported the
 checks and NumPy once (:data:`PRELOAD`): a judge process costs a fork, not the second of
-importing them. It runs as the worker's user (it never runs student code) and dies with its server.
+importing them. It dies with its server. It starts as the worker's user (root under ``make
+grade``) and runs the instructor's locked cells so; before its first test cell it gives that
+up for good (:mod:`grader.grading.judge.confine`: an unprivileged uid, limits, a clean path, a
+folder of its own, a control group made here).
 """
 from __future__ import annotations
 
