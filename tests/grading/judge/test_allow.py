@@ -274,3 +274,54 @@ print(json.dumps({{"uid": os.getuid(), "euid": os.geteuid(), "cwd": os.getcwd(),
     assert os.path.basename(seen["tmp"]).startswith("course-judge-")
     assert not os.path.exists(seen["tmp"])                 # removed with the judge
     assert not [p for p in seen["path"] if not p or p.startswith((str(course), str(tmp_path)))]
+
+
+GATE_SCRIPT = r'''
+import json, os, subprocess, sys, tempfile
+from grader.grading.config import Limits, SandboxConfig
+from grader.grading.judge import rankgate
+from grader.grading.sandbox import setup
+rt = tempfile.mkdtemp(prefix="gate-rt-")
+setup.prepare(Limits(processes=256), SandboxConfig(uid_base=64000), 3, rt)
+settings = os.path.join(rt, "sandbox.json")
+judge = 64003 + 1000
+tmp = tempfile.mkdtemp(prefix="course-judge-", dir="/tmp")
+os.chown(tmp, judge, judge)
+gate = rankgate.start(settings, tmp, judge)
+python = json.load(open(settings))["python"]
+def ask(folder):
+    return subprocess.run(["setpriv", f"--reuid={judge}", f"--regid={judge}", "--clear-groups",
+                           *rankgate.client_command(gate), folder, "--", python, "-c",
+                           "import os; print(os.getuid(), sorted(os.listdir('.')))"],
+                          capture_output=True, text=True, timeout=120)
+good = os.path.join(tmp, "course-rank-good"); os.mkdir(good); os.chown(good, judge, judge)
+open(os.path.join(good, "mine"), "w").close()
+link = os.path.join(tmp, "course-rank-link"); os.symlink("/etc", link)
+elsewhere = tempfile.mkdtemp(prefix="course-rank-"); os.chown(elsewhere, judge, judge)
+out = {name: (p.returncode, p.stdout.strip(), p.stderr.strip()[-300:])
+       for name, p in (("good", ask(good)), ("link", ask(link)), ("elsewhere", ask(elsewhere)))}
+out["good_left"] = os.path.exists(good)
+out["etc_mode"] = oct(os.stat("/etc").st_mode)
+import shutil
+for p in (rt, tmp, elsewhere):
+    shutil.rmtree(p, ignore_errors=True)
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("bwrap") is None,
+                    reason="the rank gate starts sandboxes: root and bubblewrap")
+def test_the_rank_gate_starts_a_rank_only_in_a_fresh_folder_of_the_judges_and_follows_no_link():
+    import subprocess
+    import sys
+
+    etc_before = oct(os.stat("/etc").st_mode)
+    done = subprocess.run([sys.executable, "-c", GATE_SCRIPT], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    code, said, _ = out["good"]
+    assert code == 0 and said == "64003 ['mine']", out["good"]     # the slot's uid, its folder
+    assert out["link"][0] != 0 and "refused" in out["link"][2], out["link"]
+    assert out["elsewhere"][0] != 0 and "refused" in out["elsewhere"][2], out["elsewhere"]
+    assert not out["good_left"] and out["etc_mode"] == etc_before   # removed; /etc untouched
