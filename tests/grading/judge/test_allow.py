@@ -282,9 +282,9 @@ from grader.grading.config import Limits, SandboxConfig
 from grader.grading.judge import rankgate
 from grader.grading.sandbox import setup
 rt = tempfile.mkdtemp(prefix="gate-rt-")
-setup.prepare(Limits(processes=256), SandboxConfig(uid_base=64000), 3, rt)
+setup.prepare(Limits(processes=256), SandboxConfig(uid_base=63000), 3, rt)
 settings = os.path.join(rt, "sandbox.json")
-judge = 64003 + 1000
+judge = 63003 + 1000
 tmp = tempfile.mkdtemp(prefix="course-judge-", dir="/tmp")
 os.chown(tmp, judge, judge)
 gate = rankgate.start(settings, tmp, judge)
@@ -321,7 +321,7 @@ def test_the_rank_gate_starts_a_rank_only_in_a_fresh_folder_of_the_judges_and_fo
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     code, said, _ = out["good"]
-    assert code == 0 and said == "64003 ['mine']", out["good"]     # the slot's uid, its folder
+    assert code == 0 and said == "63003 ['mine']", out["good"]     # the slot's uid, its folder
     assert out["link"][0] != 0 and "refused" in out["link"][2], out["link"]
     assert out["elsewhere"][0] != 0 and "refused" in out["elsewhere"][2], out["elsewhere"]
     assert not out["good_left"] and out["etc_mode"] == etc_before   # removed; /etc untouched
