@@ -148,7 +148,8 @@ def drop(*, settings_file: str | None, course_root: str | None, folder: str, tmp
     if tmp:
         os.mkdir(tmp, 0o700)               # fails if anything is there already
         os.chown(tmp, uid, uid)
-        os.environ["TMPDIR"] = os.environ["HOME"] = tmp
+        # (COURSE_JOB_TMP: where the rank launcher looks for ranks' folders, the judge's own)
+        os.environ["TMPDIR"] = os.environ["HOME"] = os.environ["COURSE_JOB_TMP"] = tmp
         import tempfile
 
         tempfile.tempdir = tmp

@@ -63,7 +63,7 @@ def start(settings_file: str, tmp: str, judge_uid: int) -> str:
             _die_with_parent()
             with open(settings_file) as f:
                 settings = json.load(f)
-            _serve(srv, tmp, tmp_fd, settings, judge_uid)
+            _serve(srv, tmp, tmp_fd, settings, judge_uid, settings_file)
         finally:
             os._exit(0)
     srv.close()
@@ -81,14 +81,23 @@ def _die_with_parent() -> None:
         pass
 
 
-def _serve(srv: socket.socket, tmp: str, tmp_fd: int, settings: dict, judge_uid: int) -> None:
+def _serve(srv: socket.socket, tmp: str, tmp_fd: int, settings: dict, judge_uid: int,
+           settings_file: str) -> None:
     while True:
         conn, _ = srv.accept()
-        threading.Thread(target=_one, args=(conn, tmp, tmp_fd, settings, judge_uid),
+        threading.Thread(target=_one, args=(conn, tmp, tmp_fd, settings, judge_uid, settings_file),
                          daemon=True).start()
 
 
-def _one(conn: socket.socket, tmp: str, tmp_fd: int, settings: dict, judge_uid: int) -> None:
+# where the sandbox's rank launcher has a ``run(settings, command)`` of its own (a control
+# group per rank, how it ended), the rank goes through it, in a process of its own (it
+# handles signals: a main thread's)
+_RUN = ("import json, sys; from grader.grading.sandbox import rank; "
+        "sys.exit(rank.run(json.load(open(sys.argv[1])), json.loads(sys.argv[2])))")
+
+
+def _one(conn: socket.socket, tmp: str, tmp_fd: int, settings: dict, judge_uid: int,
+         settings_file: str) -> None:
     import shutil
     import subprocess
 
@@ -125,6 +134,8 @@ def _one(conn: socket.socket, tmp: str, tmp_fd: int, settings: dict, judge_uid: 
             else:
                 out.append(cmd[i])
                 i += 1
+        if callable(getattr(rank, "run", None)):
+            out = [sys.executable, "-c", _RUN, settings_file, json.dumps(out)]
         proc = subprocess.Popen(out, stdin=fds[0], stdout=fds[1], stderr=fds[2],
                                 pass_fds=(folder_fd,), cwd="/", close_fds=True)
         for fd in fds:
@@ -138,7 +149,11 @@ def _one(conn: socket.socket, tmp: str, tmp_fd: int, settings: dict, judge_uid: 
             except OSError:
                 pass
             if proc.poll() is None:
-                proc.kill()
+                proc.terminate()          # (a launcher ends the rank and its group on it)
+                try:
+                    proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
 
         threading.Thread(target=watch, daemon=True).start()
         code = proc.wait()
