@@ -27,9 +27,8 @@ could take it over. What a judge that is taken over has:
   course folder is never imported); and no variable but those the checks use (no database
   URL, no hub password);
 - **limits**: ``RLIMIT_DATA`` (:data:`JUDGE_MEMORY_BYTES`), ``RLIMIT_NPROC``,
-  ``RLIMIT_NOFILE``, ``RLIMIT_FSIZE``, no core files; and, where the machine lets the
-  grading process make control groups, a group of its own with the same memory and
-  processes (:class:`grader.grading.sandbox.bounds.Box`, made by ``JudgeProcess``);
+  ``RLIMIT_NOFILE``, ``RLIMIT_FSIZE``, ``RLIMIT_CPU``, no core files (no control group of
+  its own yet: see GRADING.md's known limits);
 - **ranks only through a gate**: an a7 check starts student ranks in sandboxes of their own,
   which needs root; the judge asks a small root process it forked before the switch
   (:mod:`grader.grading.judge.rankgate`), which starts only that command, only for a fresh
@@ -53,9 +52,6 @@ NOBODY = 65534                   # a judge started as root for a kernel without 
 JUDGE_MEMORY_BYTES = 3 * 2**30   # RLIMIT_DATA of each of the judge's processes
 JUDGE_PROCESSES = 1024           # RLIMIT_NPROC of the judge uid (threads count: relays, torch)
 JUDGE_CPU_SECONDS = 3600         # RLIMIT_CPU of each
-# the control group: the judge, an a7 check's relays and its rank gate with the ranks
-JUDGE_GROUP_MEMORY_BYTES = 6 * 2**30
-JUDGE_GROUP_PROCESSES = 4096
 RANK_ENV = "COURSE_RANK_ISOLATION"
 JUDGE_OPEN_FILES = 1024
 JUDGE_FILE_BYTES = 256 * 2**20

@@ -20,7 +20,7 @@ checks and NumPy once (:data:`PRELOAD`): a judge process costs a fork, not the s
 importing them. It dies with its server. It starts as the worker's user (root under ``make
 grade``) and runs the instructor's locked cells so; before its first test cell it gives that
 up for good (:mod:`grader.grading.judge.confine`: an unprivileged uid, limits, a clean path, a
-folder of its own, a control group made here).
+folder of its own).
 """
 from __future__ import annotations
 
@@ -213,7 +213,6 @@ class JudgeProcess:
         self._hello = {"env": confine.clean_env(dict(os.environ)), "cwd": "/",
                        "path": confine.clean_path(list(sys.path), away, (0, os.geteuid())),
                        "course_root": course_root, "tmp": None}
-        self._box: Any = None
         self._locked: list[tuple[str, str]] = []
         self._sent = 0                     # locked cells the current process was sent
         self._proc: Any = None
@@ -239,14 +238,6 @@ class JudgeProcess:
             # a pidfd names this process even after its pid is reused (it is the server's
             # child, not ours: we cannot reap it)
             self._pidfd = os.pidfd_open(proc.pid)
-            if os.geteuid() == 0:      # a control group of its own, where the machine allows
-                from ..sandbox import bounds
-
-                self._box = bounds.Box.create(f"course-judge-{os.getpid()}-{proc.pid}",
-                                              confine.JUDGE_GROUP_MEMORY_BYTES,
-                                              confine.JUDGE_GROUP_PROCESSES)
-                if self._box is not None:
-                    self._box.add(proc.pid)
             parent.send_bytes(json.dumps(self._hello).encode())
             self._proc, self._conn = proc, parent
         except BaseException as e:  # noqa: BLE001 - raised by the next prepare()
@@ -310,14 +301,11 @@ class JudgeProcess:
             os.close(pidfd)
         if self._conn is not None:
             self._conn.close()
-        if self._box is not None:
-            self._box.kill()
-            self._box.remove()
         if self._hello.get("tmp"):
             import shutil
 
             shutil.rmtree(self._hello["tmp"], ignore_errors=True)
-        self._proc = self._conn = self._starting = self._pidfd = self._box = None
+        self._proc = self._conn = self._starting = self._pidfd = None
 
     def close(self) -> None:
         """Tell the process to stop, then make sure (the notebook is done)."""
