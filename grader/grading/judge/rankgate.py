@@ -13,7 +13,7 @@ folder (mode 0600, the judge uid's) and does one thing per connection:
   folder, never following a link (``O_NOFOLLOW`` beside its own fd of the judge's folder),
   gives it to the slot's uid (group: the judge's, mode 0710, so the relay can reach the
   rank's socket and nothing else), and runs ``COMMAND`` in the rank sandbox with that very
-  folder bound (``--bind-fd``);
+  folder bound (by ``/proc/<gate>/fd/N`` of the fd it opened, not by its path);
 - it answers with the exit status when the rank ends; when the client goes away first (the
   relay killed it), it kills the rank. Either way it removes the folder.
 
@@ -125,19 +125,21 @@ def _one(conn: socket.socket, tmp: str, tmp_fd: int, settings: dict, judge_uid: 
 
         cmd = rank.command(settings, folder, argv)
         out: list[str] = []
-        i = 0
+        i, bound = 0, False
         while i < len(cmd):          # the folder opened above, never its path again
             if cmd[i] == "--bind" and cmd[i + 1:i + 3] == [folder, folder]:
-                if "--bind-fd" not in out:    # (bound once: bwrap closes the fd it used)
-                    out += ["--bind-fd", str(folder_fd), folder]
+                if not bound:             # (bound once) the very folder opened above,
+                    # named by this process's fd of it: nothing the judge swaps in later
+                    out += ["--bind", f"/proc/{os.getpid()}/fd/{folder_fd}", folder]
+                    bound = True
                 i += 3
             else:
                 out.append(cmd[i])
                 i += 1
         if callable(getattr(rank, "run", None)):
             out = [sys.executable, "-c", _RUN, settings_file, json.dumps(out)]
-        proc = subprocess.Popen(out, stdin=fds[0], stdout=fds[1], stderr=fds[2],
-                                pass_fds=(folder_fd,), cwd="/", close_fds=True)
+        proc = subprocess.Popen(out, stdin=fds[0], stdout=fds[1], stderr=fds[2], cwd="/",
+                                close_fds=True)
         for fd in fds:
             os.close(fd)
         fds = []
