@@ -116,8 +116,9 @@ def _confine(cmd: dict):
             rank_isolation=isolation)
         _STATE["folder"] = cmd["folder"]
     env = dict(cmd.get("env", {}))
-    if confined.dropped:     # ranks start through the gate drop made (or, without one, plainly)
-        env.pop(confine.RANK_ENV, None)
+    if confined.dropped:     # ranks start through the gate drop made (or, without one, plainly),
+        env.pop(confine.RANK_ENV, None)          # their folders in the judge's own folder
+        env.pop("COURSE_JOB_TMP", None)
     os.environ.update(env)
     return confined
 
