@@ -89,11 +89,12 @@ def _serve(srv: socket.socket, tmp: str, tmp_fd: int, settings: dict, judge_uid:
                          daemon=True).start()
 
 
-# where the sandbox's rank launcher has a ``run(settings, command)`` of its own (a control
+# where the sandbox's rank launcher has a ``run_rank(settings, command)`` of its own (a control
 # group per rank, how it ended), the rank goes through it, in a process of its own (it
 # handles signals: a main thread's)
 _RUN = ("import json, sys; from grader.grading.sandbox import rank; "
-        "sys.exit(rank.run(json.load(open(sys.argv[1])), json.loads(sys.argv[2])))")
+        "run = getattr(rank, 'run_rank', None) or rank.run; "
+        "sys.exit(run(json.load(open(sys.argv[1])), json.loads(sys.argv[2])))")
 
 
 def _one(conn: socket.socket, tmp: str, tmp_fd: int, settings: dict, judge_uid: int,
@@ -136,7 +137,7 @@ def _one(conn: socket.socket, tmp: str, tmp_fd: int, settings: dict, judge_uid: 
             else:
                 out.append(cmd[i])
                 i += 1
-        if callable(getattr(rank, "run", None)):
+        if callable(getattr(rank, "run_rank", None) or getattr(rank, "run", None)):
             out = [sys.executable, "-c", _RUN, settings_file, json.dumps(out)]
         proc = subprocess.Popen(out, stdin=fds[0], stdout=fds[1], stderr=fds[2], cwd="/",
                                 close_fds=True)
