@@ -103,8 +103,21 @@ def test_an_interrupted_run_finishes_on_the_next_without_regrading_or_duplicates
             assert "run the same command again" in out
         else:   # the whole process tree dies at once, as when a machine goes down
             from grader.grading.sandbox.procs import descendants
-            tree = [proc.pid, *descendants(proc.pid)]
-            for p in tree:
+            # Stopped first, then killed: killed one by one, a worker could outlive its
+            # kernel by a moment and record "the cell ended the kernel", which a machine
+            # that goes down never does (seen on a loaded machine).
+            stopped: set[int] = set()
+            while True:
+                tree = {proc.pid, *descendants(proc.pid)} - stopped
+                if not tree:
+                    break
+                for p in tree:
+                    try:
+                        os.kill(p, signal.SIGSTOP)
+                    except ProcessLookupError:
+                        pass
+                stopped |= tree
+            for p in stopped:
                 try:
                     os.kill(p, signal.SIGKILL)
                 except ProcessLookupError:
