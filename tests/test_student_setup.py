@@ -64,7 +64,7 @@ def test_the_set_up_cell_installs_the_published_wheel_where_grader_is_missing(tm
     cell = setup_cell(wheel.name, framework="").source      # the package alone
     first = run(python, cell, here)
     assert first.returncode == 0, first.stderr[-2000:]
-    assert "installing the course package from" in first.stdout
+    assert "installing the course package (with NumPy and Matplotlib) from" in first.stdout
     assert first.stdout.strip().endswith("course package: 0.1.0")
     where = run(python, "import grader; print(grader.__file__)", here).stdout
     assert str(tmp_path / "one") in where                     # the fresh environment's copy

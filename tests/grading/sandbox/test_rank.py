@@ -123,7 +123,10 @@ def test_the_keyring_answer_is_real_where_ranks_share_a_uid_without_the_filter()
     from tests.grading.attacks.a7_keyring import RING_KEYRING
 
     results = _grade(RING_KEYRING)
-    assert sum(r.points for r in results) >= 3, [r.text() for r in results]
+    # An answer that sends no message scores 0. Through the keyring it forges the point of
+    # the result (a7's check now replays the ring from the ranks' inputs, so the parts that
+    # judge how the ring ran are no longer forged: 1 of 6, where it was 3 before).
+    assert sum(r.points for r in results) >= 1, [r.text() for r in results]
 
 
 @pytest.mark.slow
