@@ -40,6 +40,20 @@ def released(a):
     return nbformat.read(COURSE / "release" / a / f"{a}.ipynb", as_version=4)
 
 
+
+def released_course(assignment: str) -> Path:
+    """A temporary course holding ``assignment`` released (nbgrader generate_assignment),
+    set as :data:`COURSE`, the folder :func:`put` reads the released notebooks from."""
+    global COURSE
+    COURSE = course = Path(tempfile.mkdtemp(prefix="course-samples-"))
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    shutil.copy(ROOT / "exercises" / "nbgrader_config.py", course)
+    shutil.copytree(ROOT / "exercises" / "hidden", course / "hidden")
+    shutil.copytree(ROOT / "exercises" / "source" / assignment, course / "source" / assignment)
+    subprocess.run(["nbgrader", "generate_assignment", assignment, "--force"], cwd=course,
+                   env=env, check=True, capture_output=True)
+    return course
+
 def put(student, a, answers):
     """``answers`` replace whole answer cells; a cell's ``FRAMEWORK = ...`` line, above its
     function in the released notebook, stays where an answer does not set it."""
