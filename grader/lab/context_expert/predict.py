@@ -18,7 +18,7 @@ from ..planner.experts import (MoE, buffer_bytes, capacity, dropped, dropped_eve
                                exchange_sent, expert_params_per_rank)
 
 __all__ = ["ring_predictions", "ring_table", "ring_words", "moe_predictions",
-           "moe_table", "moe_words", "count_words"]
+           "moe_table", "moe_words", "count_words", "search_words"]
 
 
 def _err(pred: float, meas: float | None) -> float | None:
@@ -188,3 +188,40 @@ def moe_words(rows: list[dict]) -> str:
                    f"is {r['even']:g}), so a planner without one "
                    f"{'under' if r['dropped_even'] < r['dropped'][1] else 'over'}"
                    "estimates the drops.")
+
+
+def search_words(best, preds) -> str:
+    """What :func:`~grader.lab.planner.mesh.mesh_search` chose, and what it refused, in
+    words from its predictions."""
+    gib = 2**30
+    refused = [p for p in preds if not p.fits]
+    if best is None:
+        return (f"None of the {len(preds)} plans fits: the smallest needs "
+                f"{min(p.memory for p in preds) / gib:.3g} GiB per device, more than "
+                f"the {preds[0].capacity / gib:.3g} GiB each has.")
+    text = (f"Of {len(preds)} plans the planner chooses {best.plan}: "
+            f"{best.step_s:.3g} s per step predicted, {best.memory / gib:.3g} GiB per "
+            "device")
+    fits = [p for p in preds if p.fits]
+    if len(fits) > 1:
+        nxt = fits[1]
+        gap = nxt.step_s / best.step_s - 1
+        text += (f"; the next, {nxt.plan}, is " +
+                 ("as fast within 0.1 %" if gap < 0.001 else f"{100 * gap:.1f} % slower"))
+    text += ". "
+    contig = [p for p in preds if p.plan.cp > 1 and p.plan.layout == "contiguous"]
+    if contig and best.plan.cp > 1:
+        twin = [p for p in contig if (p.plan.dp, p.plan.tp, p.plan.cp, p.plan.ep,
+                                      p.plan.sp) == (best.plan.dp, best.plan.tp,
+                                                     best.plan.cp, best.plan.ep,
+                                                     best.plan.sp)]
+        if twin:
+            text += (f"The same plan with the contiguous split is "
+                     f"{100 * (twin[0].step_s / best.step_s - 1):.0f} % slower (the planner "
+                     "prices the busiest rank's share of the causal attention). ")
+    if refused:
+        text += (f"It refuses {len(refused)} for memory, for instance: "
+                 f"{refused[0].refused}.")
+    else:
+        text += "Every plan fits."
+    return text
