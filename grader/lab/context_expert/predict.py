@@ -60,7 +60,9 @@ def _kib(n) -> str:
 
 
 def _pct(e) -> str:
-    return "" if e is None else f"{100 * e:+.0f} %"
+    if e is None:
+        return ""
+    return "0 %" if abs(e) < 0.005 else f"{100 * e:+.0f} %"
 
 
 def ring_table(rows: list[dict]) -> str:
@@ -171,7 +173,8 @@ def moe_words(rows: list[dict]) -> str:
     """The sentence under the mixture's table, from its values."""
     counted = [r["error"][k] for r in rows for k in ("capacity", "buffer", "exchanges")]
     drops = [r["error"]["dropped"] for r in rows]
-    text = (f"Counted, {count_words(counted, 'capacities, buffer sizes and exchanges')}; "
+    text = (f"For the mixture, counted, "
+            f"{count_words(counted, 'capacities, buffer sizes and exchanges')}; "
             f"given the routing histogram the run recorded, "
             f"{count_words(drops, 'dropped assignments')}. ")
     off = [r for r in rows if r["dropped_even"] != r["dropped"][1]]

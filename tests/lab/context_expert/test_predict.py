@@ -81,3 +81,25 @@ def test_an_even_router_and_a_mismatch_are_worded_from_the_values():
     assert count_words([0.0, 0.5, None], "x") == (
         "the planner's x differ from the recorded ones in 1 of 2 cases (by up to 50 %)")
     assert "stand alone" in count_words([None], "x")
+
+
+def test_search_words_name_the_choice_the_runner_up_and_a_refusal():
+    from dataclasses import replace
+
+    from grader.lab.context_expert import search_words
+    from grader.lab.planner import PRESETS, Transformer, mesh_search
+
+    model = Transformer(vocab=32000, width=1024, heads=8, blocks=4, seq=32768, batch=1,
+                        itemsize=2)
+    gpus = replace(PRESETS["8 GPUs NVLink"], memory=12 * 2**30)
+    best, preds = mesh_search(model, gpus)
+    words = search_words(best, preds)
+    assert words.startswith(f"Of {len(preds)} plans the planner chooses {best.plan}: ")
+    refused = [p for p in preds if not p.fits]
+    assert f"It refuses {len(refused)} for memory, for instance: {refused[0].refused}" \
+        in words
+    assert "contiguous split is" in words            # the best is a zig-zag ring
+    none = search_words(*mesh_search(model, replace(gpus, memory=2**30)))
+    assert none.startswith(f"None of the {len(preds)} plans fits")
+    roomy = search_words(*mesh_search(model, replace(gpus, memory=2**40)))
+    assert roomy.endswith("Every plan fits.")
