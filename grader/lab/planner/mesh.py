@@ -2,33 +2,40 @@
 
 A :class:`MeshPlan` puts ``dp x cp x tp`` ranks on a mesh, ``tp`` the inner dimension
 (neighbouring ranks, the fastest links), ``cp`` next, ``dp`` outermost; ``sp`` turns
-tensor parallelism's all-reduces into reduce-scatters and all-gathers
-(:mod:`.layers`); ``ep`` spreads a :class:`~.experts.MoE`'s experts over ``ep`` of the
-data-parallel ranks (``ep`` divides ``dp``); ``layout`` is the ring's split of the
-sequence (:mod:`.context`). The model is a :class:`~.sharded.Transformer`, with every
-block's MLP replaced by the mixture when a ``moe`` is given. A step is causal (a GPT).
+tensor parallelism's all-reduces into reduce-scatters and all-gathers (:mod:`.layers`);
+``zero`` shards the model states; ``ep`` spreads a :class:`~.experts.MoE`'s experts
+over ``ep`` of the data-parallel ranks (``ep`` divides ``dp``); ``layout`` is the
+ring's split of the sequence (:mod:`.context`). The model is a
+:class:`~.sharded.Transformer`, every block's MLP replaced by the mixture when a
+``moe`` is given. A step is causal (a GPT).
 
 :func:`predict_mesh` prices one plan on a :class:`~.cluster.Cluster`, each term from the
 module that counts it:
 
 - memory per rank: parameters (:func:`~.layers.param_bytes`, the experts
-  :func:`~.experts.expert_params_per_rank`), their gradients and ``opt_states`` optimizer
-  values each; the activations of :func:`~.layers.activation_bytes`, divided by ``cp``
-  (each rank keeps its tokens, and its queries' attention weights over all keys), with
-  a mixture's saved tensors per slot in place of the MLP's per token; under ``cp`` two
-  key/value blocks arriving (keys and values, and in the backward their gradients);
+  :func:`~.experts.expert_params_per_rank`), their gradients and ``opt_states``
+  optimizer values each, sharded by ``zero`` (ZeRO's stages, as :mod:`.sharded` holds
+  them) over the ``dp x cp`` ranks that hold the same weights (the experts' over
+  ``dp x cp / ep``); the activations of :func:`~.layers.activation_bytes`, divided by
+  ``cp`` (each rank keeps its tokens, and its queries' attention weights over all
+  keys), with a mixture's saved tensors per slot in place of the MLP's per token;
+  under ``cp`` two key/value blocks arriving (keys and values, and in the backward
+  their gradients);
 - time: compute (the model's FLOPs per token over the rank's tokens, split by ``tp``;
   the attention core stretched by the ring's causal imbalance; the experts on every
   slot of their buffer), tensor parallelism's collectives (:func:`~.layers.collectives`
   on the rank's ``seq / cp`` tokens), the ring's ``3 (cp - 1)`` block transfers per
   layer (:func:`~.context.step_blocks`), the four all-to-alls of each MoE layer
-  (:func:`~.experts.exchanges`), the gradient all-reduce over the ``dp x cp`` ranks
-  that hold the same weights (the experts' over ``dp x cp / ep``), and the cluster's
-  overhead. Nothing overlaps; links as :meth:`~.cluster.Cluster.link` gives them.
+  (:func:`~.experts.exchanges`), the gradients' collectives over the ranks that hold
+  the same weights (an all-reduce, or ZeRO's gathers and reduce-scatters per unit),
+  and the cluster's overhead. Nothing overlaps; links as
+  :meth:`~.cluster.Cluster.link` gives them.
 
 :func:`mesh_search` tries every plan the sizes allow on the cluster's devices and
-returns the fastest that fits; a plan that does not fit is kept with its reason
-(:attr:`MeshPrediction.refused`), and :func:`why_not` says why a plan is not tried.
+returns the fastest that fits (pipeline stages stay with :func:`~.sharded.plan_search`,
+precision and recomputation with :mod:`.activations`); a plan that does not fit is
+kept with its reason (:attr:`MeshPrediction.refused`), and :func:`why_not` says why a
+plan is not tried.
 """
 from __future__ import annotations
 
@@ -54,6 +61,7 @@ class MeshPlan:
     ep: int = 1
     sp: bool = False
     layout: str = "zigzag"
+    zero: int = 0             # ZeRO stage over the dp x cp ranks that hold the same weights
 
     @property
     def devices(self) -> int:
@@ -65,6 +73,8 @@ class MeshPlan:
                  if v > 1]
         if self.sp:
             parts.append("SP")
+        if self.zero:
+            parts.append(f"ZeRO-{self.zero}")
         text = " + ".join(parts) or "1 device"
         return text + (f", {self.layout} ring" if self.cp > 1 else "")
 
@@ -86,6 +96,10 @@ def why_not(model: Transformer, plan: MeshPlan, moe: E.MoE | None = None) -> lis
                    f"over tp={plan.tp}")
     if plan.sp and plan.tp == 1:
         out.append("sequence parallelism needs tensor parallelism (tp > 1)")
+    if plan.zero not in (0, 1, 2, 3):
+        out.append(f"ZeRO has stages 0 (none) to 3, not {plan.zero!r}")
+    elif plan.zero and plan.dp * plan.cp == 1:
+        out.append(f"ZeRO-{plan.zero} needs ranks that hold the same weights (dp x cp > 1)")
     if plan.layout not in C.LAYOUTS:
         out.append(f"layout {plan.layout!r}: use one of {C.LAYOUTS}")
     if plan.ep > 1:
@@ -161,6 +175,8 @@ def predict_mesh(model: Transformer, plan: MeshPlan, cluster: Cluster,
         experts = n * E.expert_params_per_rank(moe, w, plan.ep, tp) - routers
         dense += routers
     params = dense + experts
+    replicas = plan.dp * cp                         # ranks that hold the same weights
+    groups = [(dense, replicas), (experts, replicas // plan.ep)]   # (values, ranks)
     # activations: the layers page's count, split by cp; a mixture saves per slot
     acts = activation_bytes(model, LayerPlan(tp, plan.sp, plan.dp)) / cp
     slots = 0
@@ -169,8 +185,8 @@ def predict_mesh(model: Transformer, plan: MeshPlan, cluster: Cluster,
         mlp_acts = tokens * w + 8 * tokens * w / tp     # fc1's input, the hidden pair
         moe_acts = slots * (2 * w + 8 * w / tp) + tokens * moe.experts
         acts += n * it * (moe_acts - mlp_acts)
-    memory = {"params": params * it, "grads": params * it,
-              "optimizer": model.opt_states * params * it, "activations": acts}
+    memory = _model_states(model, plan, groups, moe)
+    memory["activations"] = acts
     attn = C.RingAttention(model.seq, model.heads // tp, w // model.heads, b, it)
     if cp > 1:
         memory["ring buffers"] = 2 * attn.block_bytes(cp)
@@ -207,16 +223,59 @@ def predict_mesh(model: Transformer, plan: MeshPlan, cluster: Cluster,
                                                            link.latency)
                                          for _, _, size, _ in ex)
         sent["ep"] = n * sum(s for *_, s in ex)
-    replicas = plan.dp * cp
     if replicas > 1:          # gradients: dense over dp x cp, experts over dp x cp / ep
         link = cluster.link(replicas, tp)
-        groups = [(dense * it, replicas), (experts * it, replicas // plan.ep)]
-        terms["dp communication"] = sum(collective_time("all_reduce", s, p,
-                                                        link.bandwidth, link.latency)
-                                        for s, p in groups if s)
-        sent["dp"] = sum(ring_bytes("all_reduce", s, p) for s, p in groups if s)
+        calls = _sync(model, plan, groups)
+        terms["dp communication"] = sum(collective_time(op, s, p, link.bandwidth,
+                                                        link.latency)
+                                        for op, s, p in calls)
+        sent["dp"] = sum(ring_bytes(op, s, p) for op, s, p in calls)
     terms["overhead"] = cluster.overhead
     return MeshPrediction(plan, terms, memory, sent, cluster.memory, moe)
+
+
+def _model_states(model: Transformer, plan: MeshPlan, groups, moe) -> dict[str, float]:
+    """Parameters, gradients and optimizer values on one rank, each group of weights
+    sharded over its ranks as the sharding chapter's planner holds them
+    (:mod:`.sharded`): ZeRO-1 splits the optimizer, ZeRO-2 the gradients too (and holds
+    the gathered model beside its shards), ZeRO-3 the parameters, with two units (a
+    block) gathered at a time."""
+    it, z, w = model.itemsize, plan.zero, model.width
+    out = {"params": 0.0, "grads": 0.0, "optimizer": 0.0}
+    # the largest unit gathered at a time: a block, its dense part and its experts
+    dense_unit = model.block_params / plan.tp if moe is None else \
+        (model.block_params - 8 * w * w - 5 * w) / plan.tp + w * moe.experts
+    units = [dense_unit, groups[1][0] / model.blocks]
+    for (values, n), unit in zip(groups, units):
+        if not values:
+            continue
+        whole = values * it
+        out["params"] += {0: whole, 1: whole, 2: whole * (1 + 1 / n),
+                          3: whole / n + 2 * (1 - 1 / n) * unit * it}[z]
+        out["grads"] += whole / n if z >= 2 else whole
+        out["optimizer"] += model.opt_states * whole / (n if z >= 1 else 1)
+    return out
+
+
+def _sync(model: Transformer, plan: MeshPlan, groups) -> list[tuple[str, float, int]]:
+    """The collectives over the ranks that hold the same weights: (op, bytes of the
+    whole tensor, ranks), per group of weights, as :func:`~.sharded.step_collectives`
+    has them for each ZeRO stage."""
+    it, out = model.itemsize, []
+    units = model.blocks + 2                         # the blocks, embedding, head
+    for values, n in groups:
+        size = values * it
+        if not size or n <= 1:
+            continue
+        if plan.zero == 0:
+            out.append(("all_reduce", size, n))
+        elif plan.zero == 1:
+            out += [("all_reduce", size, n), ("broadcast", size, n)]
+        else:
+            gathers = 1 if plan.zero == 2 else 2
+            out += [("all_gather", size / units, n)] * (gathers * units)
+            out += [("reduce_scatter", size / units, n)] * units
+    return out
 
 
 def _divisors(n: int) -> list[int]:
@@ -231,8 +290,9 @@ def mesh_plans(model: Transformer, n: int, moe: E.MoE | None = None):
         dp = n // (tp * cp)
         eps = _divisors(dp) if moe is not None else [1]
         layouts = C.LAYOUTS if cp > 1 else ("zigzag",)
-        for ep, sp, layout in itertools.product(eps, (False, True), layouts):
-            plan = MeshPlan(dp, tp, cp, ep, sp, layout)
+        for ep, sp, layout, zero in itertools.product(eps, (False, True), layouts,
+                                                      range(4)):
+            plan = MeshPlan(dp, tp, cp, ep, sp, layout, zero)
             if not why_not(model, plan, moe):
                 yield plan
 
@@ -248,7 +308,7 @@ def mesh_search(model: Transformer, cluster: Cluster, moe: E.MoE | None = None
 
     def kinds(p: MeshPrediction) -> int:
         q = p.plan
-        return sum(v > 1 for v in (q.dp, q.tp, q.cp, q.ep)) + q.sp
+        return sum(v > 1 for v in (q.dp, q.tp, q.cp, q.ep)) + q.sp + (q.zero > 0)
 
     preds.sort(key=lambda p: (not p.fits, round(p.step_s, 12), kinds(p), p.memory))
     return (preds[0] if preds[0].fits else None), preds

@@ -85,3 +85,19 @@ def test_the_search_takes_the_fastest_that_fits_and_refuses_the_rest_with_reason
     assert roomy.step_s <= best.step_s
     none, preds = mesh_search(LONG, _on(8, memory=2**30))
     assert none is None and all(p.refused for p in preds)
+
+
+def test_zero_shards_the_model_states_as_the_sharding_planner_does():
+    from grader.lab.planner import Plan, predict_plan
+
+    c = _on(4)
+    for z in range(4):
+        mine = predict_mesh(SMALL, MeshPlan(dp=4, zero=z), c)
+        theirs = predict_plan(SMALL, Plan(dp=4, zero=z), c)
+        for kind in ("params", "grads", "optimizer"):
+            assert mine.memory_terms[kind] == pytest.approx(theirs.memory_terms[kind])
+        assert mine.sent["dp"] == pytest.approx(theirs.sent)
+    z0, z3 = (predict_mesh(SMALL, MeshPlan(dp=2, cp=2, zero=z), c) for z in (0, 3))
+    assert z3.memory_terms["optimizer"] == z0.memory_terms["optimizer"] / 4  # dp x cp
+    assert "ZeRO-1 needs" in why_not(SMALL, MeshPlan(tp=2, zero=1))[0]
+    assert {p.zero for p in mesh_plans(SMALL, 4)} == {0, 1, 2, 3}
