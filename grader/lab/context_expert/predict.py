@@ -148,6 +148,8 @@ def moe_predictions(run: dict) -> list[dict]:
             "busiest": max(sum(h[e] for h in hist) for e in range(run["experts"])),
             "even": tokens * run["top_k"] * world / run["experts"],
             "expert_params": expert_params_per_rank(moe, width, world) - width * moe.experts,
+            "local_experts": moe.experts // world, "experts": moe.experts,
+            "router_params": width * moe.experts,
             "error": {"capacity": _err(cap, conf["capacity"]),
                       "buffer": _err(size, calls[0][1] if calls else None),
                       "exchanges": _err(4, len(calls)),
@@ -166,6 +168,10 @@ def moe_table(rows: list[dict]) -> str:
         lines.append(f"{r['capacity_factor']:>7g}{f'{pc}/{mc}':>11}"
                      f"{f'{_kib(pb)}/{_kib(mb)}':>13}{f'{pe}/{me}':>11}"
                      f"{r['sent'] / 1024:>10.0f}{f'{pd}/{md}':>11}{r['dropped_even']:>13}")
+    if rows:
+        lines.append(f"experts' parameters per rank (plan): {rows[0]['expert_params']:,.0f}"
+                     f" ({rows[0]['local_experts']} of {rows[0]['experts']} experts), and "
+                     f"the router's {rows[0]['router_params']:,}")
     return "\n".join(lines)
 
 

@@ -69,6 +69,9 @@ def test_moe_rows_and_words_on_the_recorded_runs():
         assert "factor" in moe_table(rows)
     m4 = moe_predictions(_run("m4.json"))
     assert [r["sent"] for r in m4] == [3 / 4 * r["buffer"][0] for r in m4]
+    # one expert of TinyGPT's MLP shape per rank: 64*256 + 256 + 256*64 + 64
+    assert m4[0]["expert_params"] == 33088
+    assert "33,088 (1 of 4 experts), and the router's 256" in moe_table(m4)
 
 
 def test_an_even_router_and_a_mismatch_are_worded_from_the_values():
