@@ -40,7 +40,7 @@ plan is not tried.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from . import context as C
 from . import experts as E
@@ -124,7 +124,6 @@ class MeshPrediction:
     sent: dict[str, float]               # bytes one rank sends per step, by group
     capacity: float                      # bytes one device has
     moe: E.MoE | None = None
-    notes: list[str] = field(default_factory=list)
 
     @property
     def step_s(self) -> float:
