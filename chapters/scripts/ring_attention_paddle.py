@@ -82,6 +82,9 @@ def exchange(kv, rank, world):
     return incoming, tasks
 
 
+SENT: list = []     # bytes of each block this rank sent in its last ring
+
+
 def ring_attention(q_chunks, kv, layout, causal, rank, world):
     """One rank's share of attention. q_chunks: its query chunks; kv: its keys and
     values stacked, [2, heads, 2c, d], its two chunks side by side. Returns the outputs
@@ -90,12 +93,14 @@ def ring_attention(q_chunks, kv, layout, causal, rank, world):
     c = q_chunks[0].shape[1]
     results = [(None, None) for _ in q_chunks]
     pairs, busy = 0, 0.0
+    SENT.clear()
     for step in range(world):
         holder = (rank - step) % world          # whose chunks the block came from
         kv_chunks = chunks_of(holder, world, layout)
         k, v = kv[0], kv[1]
         if step < world - 1:                    # pass the block on
             incoming, tasks = exchange(kv, rank, world)
+            SENT.append(kv.numel().item() * kv.element_size())
         start = clock()
         for i, (qi, q) in enumerate(zip(my_chunks, q_chunks)):
             for j, kj in enumerate(kv_chunks):
@@ -175,7 +180,7 @@ def main() -> None:
         want = full_attention(q, k, v, causal)
         diff = max(float((o - chunk(want, i)).abs().max()) for o, i in zip(outs, mine))
         mine_stats = {"rank": rank, "chunks": mine, "pairs": pairs, "busy_s": busies,
-                      "wall_s": walls, "max_diff": diff}
+                      "wall_s": walls, "max_diff": diff, "sent_bytes": sum(SENT)}
         every = []
         dist.all_gather_object(every, mine_stats)
         runs.append({"layout": layout, "causal": causal, "ranks": every})

@@ -68,6 +68,9 @@ def merge(out, lse, block_out, block_lse):
     return out, new_lse
 
 
+SENT: list = []     # bytes of each block this rank sent in its last ring
+
+
 def ring_attention(q_chunks, kv, layout, causal, rank, world):
     """One rank's share of attention. q_chunks: its query chunks; kv: its keys and
     values stacked, (2, heads, 2c, d), its two chunks side by side. Returns the outputs
@@ -76,6 +79,7 @@ def ring_attention(q_chunks, kv, layout, causal, rank, world):
     c = q_chunks[0].shape[1]
     results = [(None, None) for _ in q_chunks]
     pairs, busy = 0, 0.0
+    SENT.clear()
     for step in range(world):
         holder = (rank - step) % world          # whose chunks the block came from
         kv_chunks = chunks_of(holder, world, layout)
@@ -84,6 +88,7 @@ def ring_attention(q_chunks, kv, layout, causal, rank, world):
             incoming = torch.empty_like(kv)
             reqs = [dist.isend(kv, (rank + 1) % world),
                     dist.irecv(incoming, (rank - 1) % world)]
+            SENT.append(kv.numel() * kv.element_size())
         start = clock()
         for i, (qi, q) in enumerate(zip(my_chunks, q_chunks)):
             for j, kj in enumerate(kv_chunks):
@@ -173,7 +178,7 @@ def main() -> None:
         want = full_attention(q, k, v, causal)
         diff = max((o - chunk(want, i)).abs().max().item() for o, i in zip(outs, mine))
         mine_stats = {"rank": rank, "chunks": mine, "pairs": pairs, "busy_s": busies,
-                      "wall_s": walls, "max_diff": diff}
+                      "wall_s": walls, "max_diff": diff, "sent_bytes": sum(SENT)}
         every = [None] * world
         dist.all_gather_object(every, mine_stats)
         runs.append({"layout": layout, "causal": causal, "ranks": every})

@@ -9,7 +9,9 @@ between them, trained with plain SGD, over a (dp, tp) mesh. :mod:`.sharded` grow
 the sharding chapter: a transformer's memory per rank under ZeRO's stages, tensor and
 pipeline parallelism (with its bubble) and their 2-D combinations; :mod:`.activations`
 for the fitting chapter: activation memory, recomputation and mixed precision, and which
-of them makes a plan fit.
+of them makes a plan fit. :mod:`.layers` for the tensor-parallel chapter (TP and SP);
+:mod:`.context` (ring attention, CP), :mod:`.experts` (a mixture of experts, EP) and
+:mod:`.mesh` (the search over dp, tp, sp, cp and ep) for the context-and-expert chapter.
 
 Everything a chapter or a check needs is importable from here.
 """
@@ -24,6 +26,9 @@ from .activations import (KNOBS, PRECISIONS, RECOMPUTE, FitResult, FittedPredict
                           Knobs, fitting_search, make_it_fit, predict_fitted)
 from .sharded import (SCHEDULES, Plan, PlanPrediction, Transformer, bubble_fraction,
                       plan_search, plans_for, predict_plan)
+from .context import RingAttention, RingPrediction, predict_ring, ring_pairs
+from .experts import MoE
+from .mesh import MeshPlan, MeshPrediction, mesh_search, predict_mesh, why_not
 
 __all__ = ["Cluster", "Link", "PRESETS", "calibrated_cluster", "with_devices", "fmt_bytes",
            "OPS", "LinkFit", "collective_time", "fit_alpha_beta", "fit_link", "ring_bytes",
@@ -33,4 +38,6 @@ __all__ = ["Cluster", "Link", "PRESETS", "calibrated_cluster", "with_devices", "
            "best_strategy", "rank_correlation", "Transformer", "Plan", "PlanPrediction",
            "predict_plan", "plan_search", "plans_for", "bubble_fraction",
            "SCHEDULES", "Knobs", "KNOBS", "PRECISIONS", "RECOMPUTE", "FittedPrediction",
-           "predict_fitted", "FitResult", "make_it_fit", "fitting_search"]
+           "predict_fitted", "FitResult", "make_it_fit", "fitting_search",
+           "RingAttention", "RingPrediction", "predict_ring", "ring_pairs", "MoE",
+           "MeshPlan", "MeshPrediction", "mesh_search", "predict_mesh", "why_not"]

@@ -5,6 +5,9 @@ from __future__ import annotations
 import math
 import sys
 
+from grader.lab.planner.experts import MoE, buffer_bytes, capacity as planned
+from grader.lab.planner.experts import dropped as planned_drops
+
 from ._launch import SCRIPTS
 
 TOLERANCE = 1e-4      # the page's: float32 sums over 512 tokens, in another order
@@ -45,6 +48,13 @@ def check_moe_run(run: dict, top_experts: list[list[int]]) -> None:
             # two exchanges forward, two backward, each all of the rank's slots
             size = experts * capacity * run["width"] * 4
             assert [c[1] for c in stats["collectives"]] == [size] * 4
+        # the planner's counts: capacity, buffer, and drops from the histogram
+        moe = MoE(experts, k, conf["capacity_factor"])
+        assert planned(per_rank, moe) == capacity
+        assert buffer_bytes(per_rank, run["width"], moe) == size
+        kept = [sum(r["kept"][e] for r in ranks) for e in range(experts)]
+        assert planned_drops(sent_by_rank, capacity) == [
+            sum(row[e] for row in sent_by_rank) - kept[e] for e in range(experts)]
     dropped = [sum(max(0, row[e] - c["capacity"]) for row in sent_by_rank)
                for c in run["runs"] for e in range(experts)]
     assert any(dropped) and not all(dropped)   # the factors tried drop some, not all

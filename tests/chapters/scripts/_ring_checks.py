@@ -1,6 +1,8 @@
 """What every ring-attention run must show, whichever framework ran it."""
 from __future__ import annotations
 
+from grader.lab.planner.context import RingAttention, chunks_of, ring_pairs, ring_traffic
+
 TOLERANCE = 1e-5      # the page's: float32, the merge sums in another order
 
 
@@ -27,6 +29,13 @@ def check_ring_run(run: dict) -> None:
         # both chunks of every rank are held once, by one rank
         held = sorted(i for r in ranks for i in r["chunks"])
         assert held == list(range(2 * world))
+        # the planner's counts: pairs, chunks, and cp - 1 key/value blocks sent
+        assert pairs == ring_pairs(world, layout, causal)
+        sent = ring_traffic(RingAttention(run["seq"], run["heads"], run["head_dim"]),
+                            world).sent
+        for r in ranks:
+            assert r["chunks"] == chunks_of(r["rank"], world, layout)
+            assert r["sent_bytes"] == sent
         for r in ranks:
             assert len(r["busy_s"]) == len(r["wall_s"]) >= 3
             assert all(t >= 0 for t in r["busy_s"])
