@@ -35,6 +35,12 @@ def read_frame(read_exact: Callable[[int], bytes], limits: Limits = LIMITS) -> t
     if nbuf > limits.buffers:
         raise ProtocolError(f"message too large: {nbuf} buffers (limit {limits.buffers})")
     head = read_exact(nhead)
+    # what json.loads would build, bounded before it runs: every value of the tree but the
+    # first follows a separator or opens a container, so this counts at least as many
+    # values as there are (separators inside strings too: it never counts fewer)
+    values = 1 + sum(head.count(c) for c in (b",", b":", b"[", b"{"))
+    if values > limits.nodes:
+        raise ProtocolError(f"message too large: a header of more than {limits.nodes} values")
     buffers, total = [], 0
     for _ in range(nbuf):
         (n,) = _LEN.unpack(read_exact(_LEN.size))

@@ -105,7 +105,9 @@ class JudgedExecute(GuardedExecute):
         # the hidden checks a test cell's hidden block loads live in the course folder: the
         # judge process registers it (grader.grading.hidden)
         root = str(course.get("root") or os.getcwd())
-        self._judge_process = JudgeProcess(course_root=root) if self._roles else None
+        self._judge_process = (JudgeProcess(course_root=root,
+                                            kernel_folder=os.path.abspath(self._folder))
+                               if self._roles else None)
         try:
             return super().preprocess(nb, resources, km)
         finally:
