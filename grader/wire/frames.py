@@ -93,19 +93,26 @@ def accept_one(path: str, timeout: float):
     import os
     import socket
 
+    # bound under a name of its own, opened to every user and listening before it is renamed
+    # to ``path``: a peer never finds ``path`` with the umask's mode (a judge of another uid
+    # would be refused) or not yet listening
+    folder, name = os.path.split(path)
+    staging = os.path.join(folder, f".{name}~")     # (sun_path holds 108 bytes: kept short)
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        srv.bind(path)
-        os.chmod(path, 0o666)
+        srv.bind(staging)
+        os.chmod(staging, 0o666)
         srv.listen(1)
+        os.rename(staging, path)
         srv.settimeout(timeout)
         conn, _ = srv.accept()
     finally:
         srv.close()
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+        for p in (staging, path):
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
     conn.settimeout(None)
     return conn
 

@@ -548,6 +548,10 @@ def connect(folder: str | int, name: str, deadline: float, alive=lambda: True,
                         return Channel(sock, "j", budget=budget)
                     except (FileNotFoundError, ConnectionRefusedError):
                         sock.close()
+                    except PermissionError:
+                        sock.close()
+                        raise ChannelClosed("the notebook's grading channel is closed to the "
+                                            "grader (its permissions were changed)") from None
                 finally:
                     os.close(fd)
             if time.monotonic() > deadline or not alive():

@@ -229,6 +229,34 @@ def test_a_link_in_the_kernels_folder_makes_the_judge_connect_to_nothing(tmp_pat
         shutil.rmtree(outside)
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs a uid to drop to")
+def test_a_socket_closed_to_the_unprivileged_judge_is_a_clear_channel_error():
+    """A student who makes the channel's socket unwritable to others: the judge (another
+    uid) says so, as a ChannelClosed the feedback shows, not a bare PermissionError."""
+    import subprocess
+    import sys
+
+    tmp_path = Path(tempfile.mkdtemp(prefix="closed-socket-"))   # (pytest's own are 0700)
+    tmp_path.chmod(0o755)
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(str(tmp_path / "c.sock"))
+    os.chmod(tmp_path / "c.sock", 0o600)
+    srv.listen(1)
+    try:
+        done = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
+             "import time\nfrom grader.grading.judge import channel\ntry:\n"
+             f"    channel.connect({str(tmp_path)!r}, 'c.sock', time.monotonic() + 5)\n"
+             "except channel.ChannelClosed as e:\n    print('closed:', e)\n"],
+            capture_output=True, text=True, timeout=60,
+            cwd="/", env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])})
+    finally:
+        srv.close()
+        shutil.rmtree(tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("closed: the notebook's grading channel is closed to the grader")
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="the judge gives up root only when it has it")
 def test_the_judge_runs_unprivileged_with_a_clean_path_and_sees_only_what_it_needs(tmp_path, monkeypatch):
     """A judge process started as root: not root from its first test cell on, cannot open a
