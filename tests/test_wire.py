@@ -137,6 +137,40 @@ def test_the_courses_value_types_need_no_list():
     assert decode(tree).placements == ("R",)
 
 
+def test_a_peer_never_finds_the_socket_closed_to_it_or_not_listening(tmp_path, monkeypatch):
+    """The judge (another uid) connects the moment the path appears: a kernel descheduled
+    between bind and chmod once made it find the umask's mode (PermissionError) and the
+    kernel then waited for a judge that had given up (a judged cell counted as one that
+    ended the kernel)."""
+    import os
+    import socket
+    import threading
+    import time
+
+    from grader import wire
+
+    real_chmod = os.chmod
+
+    def slow_chmod(*a, **k):          # the kernel loses the CPU right after bind
+        time.sleep(0.3)
+        return real_chmod(*a, **k)
+
+    monkeypatch.setattr(os, "chmod", slow_chmod)
+    path = tmp_path / "s"
+    t = threading.Thread(target=wire.accept_one, args=(str(path), 10), daemon=True)
+    t.start()
+    end = time.monotonic() + 10
+    while not path.exists() and time.monotonic() < end:
+        time.sleep(0.0005)
+    first_mode = path.stat().st_mode & 0o777       # what a peer sees first
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    c.connect(str(path))                           # listening already: not refused
+    t.join(10)
+    c.close()
+    assert first_mode == 0o666
+    assert sorted(os.listdir(tmp_path)) == []      # the staging name is gone too
+
+
 def test_accept_one_serves_one_connection_and_leaves_no_socket_behind(tmp_path):
     import socket
     import threading

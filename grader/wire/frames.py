@@ -35,6 +35,12 @@ def read_frame(read_exact: Callable[[int], bytes], limits: Limits = LIMITS) -> t
     if nbuf > limits.buffers:
         raise ProtocolError(f"message too large: {nbuf} buffers (limit {limits.buffers})")
     head = read_exact(nhead)
+    # what json.loads would build, bounded before it runs: every value of the tree but the
+    # first follows a separator or opens a container, so this counts at least as many
+    # values as there are (separators inside strings too: it never counts fewer)
+    values = 1 + sum(head.count(c) for c in (b",", b":", b"[", b"{"))
+    if values > limits.nodes:
+        raise ProtocolError(f"message too large: a header of more than {limits.nodes} values")
     buffers, total = [], 0
     for _ in range(nbuf):
         (n,) = _LEN.unpack(read_exact(_LEN.size))
@@ -87,19 +93,26 @@ def accept_one(path: str, timeout: float):
     import os
     import socket
 
+    # bound under a name of its own, opened to every user and listening before it is renamed
+    # to ``path``: a peer never finds ``path`` with the umask's mode (a judge of another uid
+    # would be refused) or not yet listening
+    folder, name = os.path.split(path)
+    staging = os.path.join(folder, f".{name}~")     # (sun_path holds 108 bytes: kept short)
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        srv.bind(path)
-        os.chmod(path, 0o666)
+        srv.bind(staging)
+        os.chmod(staging, 0o666)
         srv.listen(1)
+        os.rename(staging, path)
         srv.settimeout(timeout)
         conn, _ = srv.accept()
     finally:
         srv.close()
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+        for p in (staging, path):
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
     conn.settimeout(None)
     return conn
 

@@ -8,7 +8,7 @@ __all__ = ["Limits", "LIMITS", "ProtocolError"]
 
 @dataclasses.dataclass(frozen=True)
 class Limits:
-    header_bytes: int = 32 * 2**20     # the JSON tree of one message
+    header_bytes: int = 8 * 2**20      # the JSON tree of one message
     buffer_bytes: int = 256 * 2**20    # the arrays and bytes of one message, together
     buffers: int = 100_000             # how many buffers one message may carry
     nodes: int = 1_000_000             # values in one message

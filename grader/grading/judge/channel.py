@@ -21,12 +21,14 @@ values it cannot carry travel as handles, and the other side gets a proxy
   kernel whose answer is again data. It has no ``__float__``, ``__eq__`` or ``__array__`` of
   its own: comparing, hashing or printing it runs nothing anywhere (identity, and a fixed
   repr), and it is never a number;
-- in the kernel, a :class:`JudgeObject`: calls, public attributes (no leading underscore:
-  nothing reaches ``__globals__``, ``__class__`` or ``__dict__``), ``len``, items, iteration,
-  ``repr`` and ``__array__``; operators (``+``, ``@``...), ``float``/``int`` and ``with``
-  only on objects whose class opts in with ``__judge_ops__`` (the simulated frameworks'
-  tensors and stream contexts, :mod:`grader.sim`). Modules, classes and a denylist of
-  built-ins are never exported.
+- in the kernel, a :class:`JudgeObject`: what the kernel may ask of it is the judge's
+  allow-list (:mod:`grader.grading.judge.allow`), not a generic ``getattr``/``call``: only
+  the course's own functions (called) and the simulated frameworks' objects (the API the
+  simulator models, operators and ``with`` where the class lists them in
+  ``__judge_ops__``, ``numpy.asarray`` as numbers only) cross as handles; anything else is
+  an opaque handle that refuses every request. What the judge keeps for the kernel is
+  counted against a :class:`Budget` per job, and the messages waiting in its queues
+  against :data:`MAX_QUEUED_BYTES`.
 
 Calls nest and run concurrently: a request carries the id of the request its sender was
 serving, and it is run by the thread that waits for that request's reply (so the kernel's own
@@ -52,6 +54,7 @@ import itertools
 import os
 import queue
 import socket
+import stat
 import threading
 import time
 import types
@@ -71,6 +74,35 @@ __all__ = ["Channel", "KernelObject", "JudgeObject", "RemoteError", "ChannelClos
 
 MAX_CALL_THREADS = 32   # requests served at once in threads of their own
 MAX_QUEUED = 10_000     # requests waiting for one thread (a flood closes the channel)
+MAX_QUEUED_BYTES = 256 * 2**20   # what the waiting messages may take, all queues together
+NODE_BYTES = 64         # what one JSON value of a header may take once parsed, at most
+
+
+class Budget:
+    """What the judge keeps for the kernel over one job (a judge process grades one
+    notebook): objects exported as handles or held as proxies, and the bytes of the
+    simulated tensors among them. Past either bound an export raises ``MemoryError``,
+    which the student's code sees as the answer to its request."""
+
+    def __init__(self, objects: int = 200_000, nbytes: int = 768 * 2**20) -> None:
+        self.objects, self.nbytes = objects, nbytes
+        self.used_objects = self.used_bytes = 0
+        self._lock = threading.Lock()
+
+    def take(self, obj: Any) -> None:
+        value = getattr(obj, "_value", None) if type(obj).__module__.startswith("grader.sim.") else None
+        size = int(getattr(value, "nbytes", 0) or 0)
+        with self._lock:
+            if self.used_objects + 1 > self.objects or self.used_bytes + size > self.nbytes:
+                raise MemoryError(
+                    f"the grader keeps at most {self.objects} objects and "
+                    f"{self.nbytes // 2**20} MiB of tensors for one notebook's calls "
+                    f"(it holds {self.used_objects} and {self.used_bytes // 2**20} MiB)")
+            self.used_objects += 1
+            self.used_bytes += size
+
+
+JOB_BUDGET = Budget()   # a judge process's, for all its cells (it grades one notebook)
 
 
 class _Waiter:
@@ -82,8 +114,20 @@ class _Waiter:
 class Channel:
     """One end of the connection; ``side`` is ``"j"`` (judge) or ``"k"`` (kernel)."""
 
-    def __init__(self, sock: socket.socket, side: str, namespace: dict | None = None) -> None:
+    def __init__(self, sock: socket.socket, side: str, namespace: dict | None = None,
+                 budget: Budget | None = None, course_modules: tuple[str, ...] = ()) -> None:
         self.sock, self.side = sock, side
+        self._more = tuple(course_modules)   # (tests: their own functions as the judge's)
+        # the judge's side answers only the allow-list's operations (grader.grading.judge.allow,
+        # imported here only: the kernel's side runs this module too)
+        self._allow = None
+        if side == "j":
+            from . import allow
+
+            self._allow = allow
+        self.budget = budget if budget is not None else (Budget() if side == "j" else None)
+        self._queued_bytes = 0
+        self._queued_lock = threading.Lock()
         self.namespace = namespace          # the kernel's globals (kernel side)
         self.deadline: float | None = None  # time.monotonic() limit for replies (judge side)
         self._send_lock = threading.Lock()
@@ -107,10 +151,15 @@ class Channel:
                 return ("k" if self.side == "j" else "j", object.__getattribute__(obj, "_handle"),
                         object.__getattribute__(obj, "_type"), True)
             obj = Opaque("stale")
-        if isinstance(obj, (types.ModuleType, type)) or denied(obj):
+        if self._allow is not None:
+            if not self._allow.exportable(obj, self._more):
+                obj = Opaque(type(obj).__name__)
+        elif isinstance(obj, (types.ModuleType, type)) or denied(obj):
             obj = Opaque(type(obj).__name__)
         n = self._export_ids.get(id(obj))
         if n is None:
+            if self.budget is not None:
+                self.budget.take(obj)
             n = len(self._exports) + 1
             self._exports[n], self._export_ids[id(obj)] = obj, n
         name = getattr(obj, "__name__", None) if callable(obj) else None
@@ -124,6 +173,8 @@ class Channel:
             return self._exports[number]
         proxy = self._proxies.get(number)
         if proxy is None:
+            if self.budget is not None:
+                self.budget.take(None)
             cls = JudgeObject if self.side == "k" else KernelObject
             proxy = self._proxies[number] = cls(self, number, type_name)
         return proxy
@@ -173,7 +224,7 @@ class Channel:
                     raise RemoteTimeout("no answer from the notebook before the time limit")
                 timeout = min(timeout, left)
             try:
-                return waiter.inbox.get(timeout=timeout)
+                return self._dequeued(waiter.inbox.get(timeout=timeout))
             except queue.Empty:
                 continue
 
@@ -196,7 +247,7 @@ class Channel:
     def serve_main(self) -> None:
         """Kernel side: answer the judge's top-level requests in this thread until stopped."""
         while True:
-            msg = self._main.get()
+            msg = self._dequeued(self._main.get())
             if msg is None:
                 return
             self._serve_one(msg)
@@ -229,7 +280,8 @@ class Channel:
                     ok, value, header["ok"] = False, e, False
             if not ok:
                 # the judge's own lines are nothing the student's code could point at
-                header["error"] = [type(value).__name__, str(value)[:2000],
+                header["error"] = [_wire_name(value) if self.side == "j" else type(value).__name__,
+                                   str(value)[:2000],
                                    where_of(value) if self.side == "k" else ""]
             # arguments changed in place go back by value (after the answer, so that the
             # answer's references to them stay echoes of the caller's objects)
@@ -255,6 +307,10 @@ class Channel:
         obj = self._exports[target]
         if isinstance(obj, Opaque):
             raise PermissionError(f"the grader's {obj.kind} object cannot be used from the notebook")
+        if self._allow is not None:
+            if op not in self._allow.OPS:
+                raise self._allow.NotAllowed(f"the grading channel has no request {op!r}")
+            return self._allow.perform(obj, op, name, args, kwargs, OPERATORS, self._more)
         if op == "call":
             if self.side == "k":   # a student's function, as support.call would run it
                 with warnings.catch_warnings():
@@ -300,32 +356,66 @@ class Channel:
     def _read_loop(self) -> None:
         try:
             read_exact = socket_reader(self.sock)
+            got = [0]
+
+            def counted(n: int) -> bytes:
+                got[0] += n
+                return read_exact(n)
+
             while True:
-                header, buffers = read_frame(read_exact)
+                got[0] = 0
+                header, buffers = read_frame(counted)
                 if not isinstance(header, dict) or header.get("k") not in ("req", "rep"):
                     raise ProtocolError("not a message")
                 header["buffers"] = buffers
+                header["cost"] = self._cost(got[0], buffers)
                 self._route(header)
         except EOFError:
             self._close("the notebook's kernel closed the connection")
         except BaseException as e:  # noqa: BLE001 - garbage, a memory limit: the channel ends
             self._close(f"{type(e).__name__}: {e}")
 
+    @staticmethod
+    def _cost(frame_bytes: int, buffers: list[bytes]) -> int:
+        """What a message may take while it waits: its buffers, and its header parsed (at
+        most :data:`NODE_BYTES` per byte of JSON: every value takes at least one)."""
+        nbuf = sum(len(b) for b in buffers)
+        return nbuf + (frame_bytes - nbuf) * NODE_BYTES
+
+    def _queue(self, q: queue.Queue, msg: dict) -> None:
+        cost = int(msg.get("cost", 0))
+        with self._queued_lock:
+            if self._queued_bytes + cost > MAX_QUEUED_BYTES:
+                raise ProtocolError(f"more than {MAX_QUEUED_BYTES // 2**20} MiB of messages "
+                                    "queued without an answer")
+            self._queued_bytes += cost
+        try:
+            q.put_nowait(msg)
+        except queue.Full:
+            self._dequeued(msg)
+            raise
+
+    def _dequeued(self, msg: Any) -> Any:
+        if isinstance(msg, dict) and msg.get("cost"):
+            with self._queued_lock:
+                self._queued_bytes -= int(msg.pop("cost"))
+        return msg
+
     def _route(self, msg: dict) -> None:
         try:
             if msg["k"] == "rep":
                 waiter = self._pending.get(str(msg.get("to")))
                 if waiter is not None:
-                    waiter.inbox.put_nowait(msg)
+                    self._queue(waiter.inbox, msg)
                 return
             if msg.get("op") == "stop":
                 self._main.put_nowait(None)
                 return
             parent = self._pending.get(str(msg.get("parent")))
             if parent is not None:
-                parent.inbox.put_nowait(msg)
+                self._queue(parent.inbox, msg)
             elif self.side == "k" and msg.get("parent") is None:
-                self._main.put_nowait(msg)
+                self._queue(self._main, msg)
             elif self._call_slots.acquire(blocking=False):
                 threading.Thread(target=ready_thread_target(self._serve_in_thread), args=(msg,),
                                  daemon=True, name=f"remote-{self.side}-call").start()
@@ -374,6 +464,17 @@ class Channel:
         self.sock.close()
 
 
+def _wire_name(e: BaseException) -> str:
+    """The judge's exception by its nearest built-in class (the allow-list's ``NotAllowed``
+    is a ``TypeError`` to the student's code)."""
+    import builtins
+
+    for cls in type(e).__mro__:
+        if getattr(builtins, cls.__name__, None) is cls:
+            return cls.__name__
+    return type(e).__name__
+
+
 def source_of(fn: Any) -> str:
     """The source of a function: asked of the kernel (as a string) for a student's function
     that lives there, ``inspect.getsource`` for any other."""
@@ -410,24 +511,53 @@ def bootstrap_code(name: str) -> str:
     return f'__import__("grader.grading.judge.channel", fromlist=["x"]).serve({name!r})\n'
 
 
-def connect(folder: str, name: str, deadline: float, alive=lambda: True) -> Channel:
-    """Judge side: connect to the socket :func:`serve` creates in ``folder``; raises
-    :class:`RemoteTimeout` if it does not appear before ``deadline`` (monotonic)."""
-    dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+def connect(folder: str | int, name: str, deadline: float, alive=lambda: True,
+            budget: Budget | None = None) -> Channel:
+    """Judge side: connect to the socket :func:`serve` creates in ``folder`` (a path, or a
+    directory fd the caller opened); raises :class:`RemoteTimeout` if it does not appear
+    before ``deadline`` (monotonic).
+
+    The folder is the student's: nothing there is followed. ``name`` is opened with
+    ``O_PATH | O_NOFOLLOW`` beside the folder's fd, and the judge connects only if that is
+    a socket, through ``/proc/self/fd/N`` of that very file (a symbolic link, or a file
+    swapped in after the check, is never reached: :class:`ChannelClosed`)."""
+    if not name or "/" in name or name in (".", ".."):
+        raise ValueError(f"bad socket name {name!r}")
+    own = not isinstance(folder, int)
+    dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY) if own else folder
     try:
-        # /proc/self/fd/N/name stays short whatever the folder's path (sun_path is 108 bytes)
-        path = f"/proc/self/fd/{dir_fd}/{name}"
         delay = 0.002
         while True:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
-                sock.connect(path)
-                return Channel(sock, "j")
-            except (FileNotFoundError, ConnectionRefusedError):
-                sock.close()
+                fd = os.open(name, os.O_PATH | os.O_NOFOLLOW, dir_fd=dir_fd)
+            except FileNotFoundError:
+                fd = None
+            except PermissionError:
+                raise ChannelClosed("the judge may not look into the notebook's folder (its "
+                                    "permissions were changed)") from None
+            if fd is not None:
+                try:
+                    if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                        raise ChannelClosed("the notebook's grading channel is not a socket "
+                                            "(a link or a file stands in its place)")
+                    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                    try:
+                        # /proc/self/fd/N stays short whatever the folder's path (sun_path is
+                        # 108 bytes), and names the socket just checked
+                        sock.connect(f"/proc/self/fd/{fd}")
+                        return Channel(sock, "j", budget=budget)
+                    except (FileNotFoundError, ConnectionRefusedError):
+                        sock.close()
+                    except PermissionError:
+                        sock.close()
+                        raise ChannelClosed("the notebook's grading channel is closed to the "
+                                            "grader (its permissions were changed)") from None
+                finally:
+                    os.close(fd)
             if time.monotonic() > deadline or not alive():
                 raise RemoteTimeout("the notebook's kernel did not open the grading channel")
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
     finally:
-        os.close(dir_fd)
+        if own:
+            os.close(dir_fd)

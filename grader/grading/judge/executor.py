@@ -105,7 +105,9 @@ class JudgedExecute(GuardedExecute):
         # the hidden checks a test cell's hidden block loads live in the course folder: the
         # judge process registers it (grader.grading.hidden)
         root = str(course.get("root") or os.getcwd())
-        self._judge_process = JudgeProcess(course_root=root) if self._roles else None
+        self._judge_process = (JudgeProcess(course_root=root,
+                                            kernel_folder=os.path.abspath(self._folder))
+                               if self._roles else None)
         try:
             return super().preprocess(nb, resources, km)
         finally:
@@ -217,13 +219,20 @@ class JudgedExecute(GuardedExecute):
 
     async def _finished(self, reply, iopub) -> bool:
         """Wait for the kernel to leave ``serve`` and for its output; ``False`` if it died, or
-        did not come back within ``GRACE_S`` (then it is shut down: a kernel that ignores the
-        interrupt is treated like one that died)."""
-        end = time.monotonic() + GRACE_S
+        did not come back within ``GRACE_S`` (interrupted half way, then shut down: a kernel
+        that ignores the interrupt is treated like one that died)."""
+        start = time.monotonic()
+        interrupted = False
         while not reply.done():
             if not await self._alive():
                 return False
-            if time.monotonic() > end:
+            waited = time.monotonic() - start
+            if waited > GRACE_S / 2 and not interrupted:
+                # still in ``serve``: waiting for a judge that answered without connecting
+                # (it could not), or stuck in the student's code; an interrupt ends either
+                await self._ensure_async(self.km.interrupt_kernel())
+                interrupted = True
+            if waited > GRACE_S:
                 await self._ensure_async(self.km.shutdown_kernel(now=True))
                 return False
             await asyncio.sleep(0.05)

@@ -17,7 +17,10 @@ fresh process, with the locked cells run again, judges the next cell.
 
 Processes come from a fork server (``multiprocessing``'s ``forkserver``) that has imported the
 checks and NumPy once (:data:`PRELOAD`): a judge process costs a fork, not the second of
-importing them. It runs as the worker's user (it never runs student code) and dies with its server.
+importing them. It dies with its server. It starts as the worker's user (root under ``make
+grade``) and runs the instructor's locked cells so; before its first test cell it gives that
+up for good (:mod:`grader.grading.judge.confine`: an unprivileged uid, limits, a clean path, a
+folder of its own).
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ import json
 import multiprocessing
 import os
 import pkgutil
+import secrets
 import signal
 import sys
 import threading
@@ -38,7 +42,8 @@ from typing import Any
 
 from ...lab.core.threads import framework_ready
 from .cells import CellNamespace, bounded_streams, error_fields, run_cell_source
-from .channel import RemoteTimeout, connect
+from . import confine
+from .channel import JOB_BUDGET, RemoteTimeout, connect
 
 __all__ = ["JudgeProcess", "PRELOAD", "MAX_REPR_CHARS", "warm"]
 
@@ -59,15 +64,23 @@ def _die_with_parent() -> None:
 def _child_main(conn) -> None:
     """The judge process: runs the commands of :class:`JudgeProcess` until told to stop."""
     _die_with_parent()
+    if os.geteuid() == 0:     # while this process has one thread (confine.open_views)
+        try:
+            confine.open_views()
+        except OSError as e:
+            print(f"the judge's view of Python could not be made: {e}", file=sys.stderr)
     hello = json.loads(conn.recv_bytes())
     os.environ.clear()
     os.environ.update(hello["env"])
     os.chdir(hello["cwd"])
     sys.path[:] = hello["path"]
+    sys.path_importer_cache.clear()
+    importlib.invalidate_caches()
     if hello.get("course_root"):     # where a test cell's hidden block finds the checks
         from .. import hidden
 
         hidden.use(hello["course_root"])
+    _STATE["hello"] = hello
     base: dict = {"__name__": "__judge__", "__builtins__": builtins}
     while True:
         try:
@@ -87,13 +100,38 @@ def _child_main(conn) -> None:
         conn.send_bytes(json.dumps(reply).encode())
 
 
+_STATE: dict = {}      # the judge process's: its hello, and what confine.drop left it
+
+
+def _confine(cmd: dict):
+    """Before the first test cell: give up the grading user's rights for good
+    (:mod:`grader.grading.judge.confine`)."""
+    confined = _STATE.get("confined")
+    if confined is None:
+        hello = _STATE.get("hello", {})
+        isolation = cmd.get("env", {}).get(confine.RANK_ENV)
+        confined = _STATE["confined"] = confine.drop(
+            settings_file=confine.settings_of(isolation) if isolation else None,
+            course_root=hello.get("course_root"), folder=cmd["folder"], tmp=hello.get("tmp"),
+            rank_isolation=isolation)
+        _STATE["folder"] = cmd["folder"]
+    env = dict(cmd.get("env", {}))
+    if confined.dropped:     # ranks start through the gate drop made (or, without one, plainly),
+        env.pop(confine.RANK_ENV, None)          # their folders in the judge's own folder
+        env.pop("COURSE_JOB_TMP", None)
+    os.environ.update(env)
+    return confined
+
+
 def _judge_cell(cmd: dict, base: dict, conn) -> dict:
-    os.environ.update(cmd.get("env", {}))
     deadline = float(cmd["deadline"])          # CLOCK_MONOTONIC: the same in every process
     streams, value, error = [], None, None
     try:
+        confined = _confine(cmd)
+        folder = confined.folder_fd if _STATE.get("folder") == cmd["folder"] else cmd["folder"]
         # the worker writes "abort" when the kernel finished the bootstrap without serving
-        channel = connect(cmd["folder"], cmd["socket"], deadline, alive=lambda: not conn.poll())
+        channel = connect(folder, cmd["socket"], deadline, alive=lambda: not conn.poll(),
+                          budget=JOB_BUDGET)
         channel.deadline = deadline
         streams, value, error = run_cell_source(cmd["source"], CellNamespace(base, channel),
                                                 cmd["filename"])
@@ -171,9 +209,11 @@ class JudgeProcess:
     the locked cells again. Only :meth:`prepare` may block (on a start): call it off the
     event loop."""
 
-    def __init__(self, course_root: str | None = None) -> None:
-        self._hello = {"env": dict(os.environ), "cwd": os.getcwd(), "path": list(sys.path),
-                       "course_root": course_root}
+    def __init__(self, course_root: str | None = None, kernel_folder: str | None = None) -> None:
+        away = [os.getcwd(), course_root or "", kernel_folder or ""]
+        self._hello = {"env": confine.clean_env(dict(os.environ)), "cwd": "/",
+                       "path": confine.clean_path(list(sys.path), away, (0, os.geteuid())),
+                       "course_root": course_root, "tmp": None}
         self._locked: list[tuple[str, str]] = []
         self._sent = 0                     # locked cells the current process was sent
         self._proc: Any = None
@@ -185,6 +225,8 @@ class JudgeProcess:
 
     def _begin(self) -> None:
         self._sent, self._failure = 0, None
+        # each judge process's own folder, made by it as root, removed by kill()
+        self._hello["tmp"] = os.path.join(confine.temp_base(), f"course-judge-{secrets.token_hex(8)}")
         self._starting = threading.Thread(target=self._start, name="judge-start", daemon=True)
         self._starting.start()
 
@@ -260,6 +302,10 @@ class JudgeProcess:
             os.close(pidfd)
         if self._conn is not None:
             self._conn.close()
+        if self._hello.get("tmp"):
+            import shutil
+
+            shutil.rmtree(self._hello["tmp"], ignore_errors=True)
         self._proc = self._conn = self._starting = self._pidfd = None
 
     def close(self) -> None:

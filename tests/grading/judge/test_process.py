@@ -3,6 +3,8 @@ notebook's own that answers in bounded JSON, and that the grading process can ki
 what it started, when a cell does not come back; the next cell gets a fresh one."""
 from __future__ import annotations
 
+import shutil
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -20,6 +22,7 @@ def kernel(tmp_path, monkeypatch):
     import __main__
 
     monkeypatch.chdir(tmp_path)
+    tmp_path.chmod(0o755)     # as nbgrader's folders: the judge's uid looks up the socket
     monkeypatch.setattr(__main__, "answer", lambda: 41, raising=False)
     count = iter(range(100))
 
@@ -78,6 +81,9 @@ def test_a_judge_stuck_holding_the_gil_is_killed_with_what_it_started(kernel, tm
     jp = JudgeProcess()
     ticks = [0]
     stop = threading.Event()
+    # the judge's cwd is / and, started as root, its uid is not ours: a folder it may write
+    out = Path(tempfile.mkdtemp(prefix="judge-out-", dir="/tmp"))
+    out.chmod(0o777)
 
     def tick():
         while not stop.wait(0.01):
@@ -91,15 +97,15 @@ def test_a_judge_stuck_holding_the_gil_is_killed_with_what_it_started(kernel, tm
                  "socket": kernel(), "deadline": time.monotonic() + 60,
                  "source": "import subprocess\n"
                            "p = subprocess.Popen(['sleep', '60'], start_new_session=True)\n"
-                           "open('child.pid', 'w').write(str(p.pid))\nanswer()\n"
+                           f"open({str(out / 'child.pid')!r}, 'w').write(str(p.pid))\nanswer()\n"
                            "sum(range(10**13))"})
         end = time.monotonic() + 60
-        while not (tmp_path / "child.pid").exists() and time.monotonic() < end:
+        while not (out / "child.pid").exists() and time.monotonic() < end:
             time.sleep(0.05)
         before = ticks[0]
         time.sleep(1.0)
         assert not jp.poll() and ticks[0] - before >= 10    # stuck there, running here
-        pid = int((tmp_path / "child.pid").read_text())
+        pid = int((out / "child.pid").read_text())
         assert running(pid)
         jp.kill()
         assert not running(pid)
@@ -108,9 +114,11 @@ def test_a_judge_stuck_holding_the_gil_is_killed_with_what_it_started(kernel, tm
     finally:
         stop.set()
         jp.close()
+        shutil.rmtree(out, ignore_errors=True)
 
 
 def test_a_kernel_that_never_opens_the_channel_gives_a_timeout(tmp_path):
+    tmp_path.chmod(0o755)
     jp = JudgeProcess()
     try:
         got = test_cell(jp, tmp_path, ".never.sock", "1", seconds=1)
