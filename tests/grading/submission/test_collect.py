@@ -77,7 +77,7 @@ def test_zip_collect_puts_the_newest_hand_in_into_submitted(collected):
     got = course / "submitted" / "ann.lee" / A1
     assert sorted(p.name for p in got.iterdir()) == [f"{A1}.ipynb", "timestamp.txt"]
     assert (got / f"{A1}.ipynb").read_bytes() == later.read_bytes()     # the newer one
-    assert "Replacing previously collected submission file" in collect.stderr
+    assert "Skipped submission file with older timestamp" in collect.stderr   # (sorted first)
     # the a2 notebook was skipped, saying why; nothing else was collected
     assert f"handed in for assignment '{A2}', not '{A1}'" in collect.stderr
     assert sorted(p.name for p in (course / "submitted").iterdir()) == ["ann.lee"]
