@@ -115,3 +115,14 @@ def test_it_runs_as_a_module_with_the_standard_library_and_grader_only(tmp_path)
     assert len(list(tmp_path.glob(f"{A1}-ann-*.zip"))) == 1
     json.loads(zipfile.ZipFile(next(tmp_path.glob("*.zip"))).read(
         zipfile.ZipFile(next(tmp_path.glob("*.zip"))).namelist()[0]))
+
+
+def test_every_assignments_released_notebook_is_accepted_under_its_own_name_only(tmp_path):
+    names = sorted(p.name for p in (ROOT / "exercises" / "source").iterdir() if p.is_dir())
+    assert len(names) >= 11
+    for name in names:
+        path = _released(tmp_path, name)
+        assert handin(name, "ann", notebook=path, out_dir=tmp_path / "out").answers >= 1, name
+        other = names[(names.index(name) + 1) % len(names)]
+        with pytest.raises(HandinError, match=f"is the notebook of {name}, not of {other}"):
+            handin(other, "ann", notebook=path)
