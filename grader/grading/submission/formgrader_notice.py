@@ -13,8 +13,8 @@ nbgrader renders its pages with a Jinja environment it builds itself (no templat
 configure), so this extension wraps that environment's loader: ``base.tpl``, which the
 formgrader's pages extend, gets :data:`NOTICE` inserted before its ``body`` block; nbgrader's
 own file is read and left as it is. nbgrader's formgrader extension loads after this one
-(extensions load in name order), so the wrapping waits for the server's event loop when the
-environment is not there yet.
+(extensions load in name order), so the wrapping is done by a tornado output transform when
+the first request arrives, before its handler renders (:func:`transform_for`).
 
 Enabled on the hub in ``hub/singleuser/jupyter_server_config.py``; elsewhere with
 ``--ServerApp.jpserver_extensions='{"grader.grading.submission.formgrader_notice": True}'``.
@@ -22,8 +22,9 @@ Enabled on the hub in ``hub/singleuser/jupyter_server_config.py``; elsewhere wit
 from __future__ import annotations
 
 from jinja2 import BaseLoader
+from tornado.web import OutputTransform
 
-__all__ = ["NOTICE", "NoticeLoader", "install", "MARKER"]
+__all__ = ["NOTICE", "NoticeLoader", "install", "transform_for", "MARKER"]
 
 MARKER = "{%- block body -%}"     # in nbgrader's base.tpl: where every page's content starts
 TEMPLATE = "base.tpl"
@@ -77,25 +78,32 @@ def install(settings: dict) -> bool:
     return True
 
 
+def transform_for(settings: dict, log=None) -> type[OutputTransform]:
+    """A tornado output transform that installs the notice (:func:`install`) when a request
+    arrives, before its handler renders: by then every extension has loaded. (A callback on
+    the server's event loop is not enough: under ``jupyterhub-singleuser`` the loop runs
+    while extensions load, and it ran before nbgrader's formgrader had loaded.)"""
+
+    class FormgraderNotice(OutputTransform):
+        def __init__(self, request) -> None:
+            env = settings.get(SETTING)
+            if env is not None and not isinstance(env.loader, NoticeLoader):
+                install(settings)
+                if log is not None:
+                    log.info("formgrader notice: its pages say Autograde is not sandboxed "
+                             "(grader.grading.submission.formgrader_notice)")
+
+    return FormgraderNotice
+
+
 def _jupyter_server_extension_points():
     return [{"module": __name__}]
 
 
 def _load_jupyter_server_extension(serverapp) -> None:
-    settings = serverapp.web_app.settings
-
-    def later() -> None:
-        if install(settings):
-            serverapp.log.info("formgrader notice: its pages say Autograde is not sandboxed "
-                               "(grader.grading.submission.formgrader_notice)")
-        else:
-            serverapp.log.warning("formgrader notice: nbgrader's formgrader is not loaded "
-                                  "on this server; nothing to mark")
-
-    if install(settings):
-        later()
-    else:
-        serverapp.io_loop.add_callback(later)
+    # nbgrader's formgrader extension loads after this one (extensions load in name order):
+    # its Jinja environment is wrapped when the first request comes
+    serverapp.web_app.transforms.append(transform_for(serverapp.web_app.settings, serverapp.log))
 
 
 load_jupyter_server_extension = _load_jupyter_server_extension

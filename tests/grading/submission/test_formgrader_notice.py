@@ -17,7 +17,7 @@ import pytest
 from jinja2 import DictLoader, Environment, FileSystemLoader
 from nbgrader.server_extensions.formgrader import handlers
 
-from grader.grading.submission.formgrader_notice import NOTICE, NoticeLoader, install
+from grader.grading.submission.formgrader_notice import NOTICE, NoticeLoader, install, transform_for
 
 ROOT = Path(__file__).resolve().parents[3]
 A1 = "a1_independent_ops"
@@ -55,6 +55,24 @@ def test_no_formgrader_nothing_to_wrap_and_a_changed_template_is_said_so():
         env.get_template("base.tpl")
 
 
+def test_the_first_request_after_nbgraders_formgrader_loaded_installs_the_notice():
+    """Extensions load in name order, nbgrader's after this one; under
+    jupyterhub-singleuser the event loop runs meanwhile, so the server's transform installs
+    the notice when a request arrives, before the handler renders."""
+    settings: dict = {}
+    notice = transform_for(settings)
+    notice(None)                                     # a request before nbgrader loaded
+    assert "nbgrader_jinja2_env" not in settings
+    settings["nbgrader_jinja2_env"] = _env()         # nbgrader's formgrader has loaded
+    notice(None)
+    loader = settings["nbgrader_jinja2_env"].loader
+    assert isinstance(loader, NoticeLoader)
+    notice(None)
+    assert settings["nbgrader_jinja2_env"].loader is loader    # once
+    page = settings["nbgrader_jinja2_env"].get_template("manage_assignments.tpl").render(**PAGE)
+    assert "course-grading-notice" in page
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -72,8 +90,8 @@ def _get(url: str, token: str) -> tuple[int, str]:
 
 @pytest.mark.slow
 def test_a_jupyter_server_with_nbgraders_formgrader_serves_the_notice(tmp_path):
-    """nbgrader's formgrader extension loads after this one (name order): the notice is
-    installed once the server runs, on the pages the server really sends."""
+    """nbgrader's formgrader extension loads after this one (name order): the notice is on
+    the pages the server really sends. (Under jupyterhub-singleuser: tests/hub/test_e2e_browser.py.)"""
     course = tmp_path / "course"
     shutil.copytree(ROOT / "exercises" / "source" / A1, course / "source" / A1)
     shutil.copy(ROOT / "exercises" / "nbgrader_config.py", course)
