@@ -35,6 +35,18 @@ c.ExecutePreprocessor.startup_timeout = 120
 # submission is graded on every test rather than silently scoring the missing one.
 c.OverwriteCells.add_missing_cells = True
 
+# Hand-ins from outside the hub (`python -m grader.handin ASSIGNMENT --student ID` makes a
+# zip): `nbgrader zip_collect ASSIGNMENT` extracts downloaded/ASSIGNMENT/archive/*.zip and
+# copies each notebook to submitted/<student>/ASSIGNMENT/, reading the student id, the
+# notebook and the time from the path inside the zip (nbgrader's default regexp is empty,
+# which collects nothing); the collector also skips another assignment's hand-in
+# (grader/grading/submission/collect.py; exercises/GRADING.md, "Hand-ins by zip").
+from grader.handin import NAMED_REGEXP  # noqa: E402
+from grader.grading.submission.collect import HandinCollector  # noqa: E402
+
+c.FileNameCollectorPlugin.named_regexp = NAMED_REGEXP
+c.ZipCollectApp.collector_plugin = HandinCollector
+
 # Hidden tests: students see neither their code nor the cell body when released.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 

@@ -12,7 +12,8 @@ generate_assignment`` writes to ``exercises/release/``, published on that branch
 
 Outside the course's hub a downloaded notebook needs the course's package: the build puts
 its wheel next to the student notebooks and starts each of them with a set-up cell that
-installs it when it is missing (:mod:`grader.student_setup`). The table names the chapters
+installs it when it is missing (:mod:`grader.student_setup`), and ends with a cell that says
+how to hand it in (:mod:`grader.handin`). The table names the chapters
 an assignment goes with by their titles, read from the chapters themselves: an assignment
 goes with the chapters whose exercises snippet (``chapters/_exercises/<chapter>.md``)
 lists it.
@@ -30,7 +31,7 @@ from docutils import nodes
 from sphinx.util.docutils import SphinxDirective
 
 from .grading.student import assignment_info, student_version
-from .student_setup import build_wheel, wheel_name, with_setup_cell
+from .student_setup import build_wheel, wheel_name, with_handin_cell, with_setup_cell
 
 OUT = "exercises"  # folder of the HTML output holding the student notebooks
 
@@ -143,7 +144,7 @@ def _write_student_versions(app, exception) -> None:
     for a in assignments:
         nb = student_version(nbformat.read(a["path"], as_version=4))
         nb = with_setup_cell(nb, wheel.name, getattr(app.config, "html_baseurl", "") or "")
-        nbformat.write(nb, out / f"{a['name']}.ipynb")
+        nbformat.write(with_handin_cell(nb, a["name"]), out / f"{a['name']}.ipynb")
 
 
 def _one_of_each_script(app, pagename, templatename, context, doctree) -> None:

@@ -25,9 +25,10 @@ from pathlib import Path
 import nbformat
 
 __all__ = ["wheel_name", "build_wheel", "setup_cell", "with_setup_cell", "notebook_framework",
-           "SETUP_ID"]
+           "handin_cell", "with_handin_cell", "SETUP_ID", "HANDIN_ID"]
 
 SETUP_ID = "course-setup"       # the cell's id in the student notebooks
+HANDIN_ID = "course-handin"     # the last cell's: how to hand the notebook in
 _SOURCES = ("grader", "pyproject.toml", "README.md", "constraints.txt")
 
 
@@ -177,4 +178,39 @@ def with_setup_cell(nb: nbformat.NotebookNode, wheel: str,
     """``nb`` with :func:`setup_cell` right after its title (its first markdown cell)."""
     at = 1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0
     nb.cells.insert(at, setup_cell(wheel, book_url, notebook_framework(nb)))
+    return nb
+
+
+_HANDIN = """\
+## Hand in
+
+**On the course's hub**, submit from the *Assignments* panel. **Anywhere else** (a laptop,
+Colab), save this notebook (*File > Save*, Ctrl-S), then run, in this notebook's folder,
+
+```
+python -m grader.handin {assignment} --student YOUR_ID
+```
+
+in a terminal, or in a new cell with `!` in front, with the student id your instructor gave
+you. It writes `{assignment}-YOUR_ID-<time>.zip` next to this notebook: send that file to
+your instructor the way they ask. It refuses, saying why, a notebook it cannot hand in (not
+found, not this assignment's, too large) and an id with characters the grader cannot file;
+it says when the notebook was last saved and which answers still hold the stub, so unsaved
+work shows. Handing in again makes a newer zip; the newest one counts. In Colab the notebook
+is not a file of the machine that runs it: download it (*File > Download > .ipynb*), upload
+it into the *Files* pane (it lands in `/content`), run the command in a cell, and download
+the zip from the *Files* pane."""
+
+
+def handin_cell(assignment: str) -> nbformat.NotebookNode:
+    """The last cell of a student notebook published by the book: how to hand it in
+    (:mod:`grader.handin`). A markdown cell: nothing runs when the notebook is graded."""
+    cell = nbformat.v4.new_markdown_cell(_HANDIN.format(assignment=assignment))
+    cell["id"] = HANDIN_ID
+    return cell
+
+
+def with_handin_cell(nb: nbformat.NotebookNode, assignment: str) -> nbformat.NotebookNode:
+    """``nb`` with :func:`handin_cell` as its last cell."""
+    nb.cells.append(handin_cell(assignment))
     return nb

@@ -161,7 +161,8 @@ def test_what_runs_a_students_code_never_imports_a_reference_answer():
     public checks run in the student's kernel: none of them reaches the loader of the hidden
     checks, the judge, or the hidden modules themselves."""
     files = _module_files()
-    for start in ("grader.sim", "grader.ranks", "grader.checks", "grader.grading.sandbox"):
+    for start in ("grader.sim", "grader.ranks", "grader.checks", "grader.grading.sandbox",
+                  "grader.handin"):     # (the hand-in runs on the student's own machine)
         reached = _closure(start, files)
         imported = set().union(*(_imports_of(files[m]) for m in reached))
         assert "grader.grading.hidden" not in reached, (start, "grader.grading.hidden")

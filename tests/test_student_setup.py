@@ -10,7 +10,8 @@ import nbformat
 import pytest
 
 from grader.grading.student import student_version
-from grader.student_setup import build_wheel, setup_cell, wheel_name, with_setup_cell
+from grader.student_setup import (HANDIN_ID, build_wheel, setup_cell, wheel_name, with_handin_cell,
+                                  with_setup_cell)
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "exercises" / "source"
@@ -31,6 +32,17 @@ def test_a_published_notebook_starts_with_the_set_up_cell_which_is_quiet_where_g
                           env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "course package: 0.1.0", done.stderr
     assert "installing" not in done.stdout
+
+
+def test_a_published_notebook_ends_with_how_to_hand_it_in_which_nothing_runs_when_graded():
+    name = ASSIGNMENTS[0]
+    nb = with_handin_cell(student_version(nbformat.read(SOURCE / name / f"{name}.ipynb",
+                                                        as_version=4)), name)
+    last = nb.cells[-1]
+    assert last.id == HANDIN_ID and last.cell_type == "markdown" and "nbgrader" not in last.metadata
+    assert f"python -m grader.handin {name} --student YOUR_ID" in last.source
+    assert "Save" in last.source and "newest one counts" in last.source
+    nbformat.validate(nb)
 
 
 @pytest.mark.slow

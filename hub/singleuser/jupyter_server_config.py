@@ -11,6 +11,10 @@ instructor on this origin: ``grader.grading.submission.formgrader_guard`` sends 
 Content-Security-Policy that only the page's own scripts pass (and a sandbox for the
 other files of a submission). tests/hub/test_formgrader_payloads.py checks no student
 script runs there and the grading form still works.
+
+``grader.grading.submission.formgrader_notice`` puts a notice on every formgrader page: its
+Autograde button grades without the sandbox (as this server's user), and ``make grade`` is
+the protected path (exercises/GRADING.md, "Three ways to grade").
 """
 c = get_config()  # noqa: F821
 
@@ -20,4 +24,5 @@ c.ServerApp.tornado_settings = {
 # The localhost demo and CI run as root (one OS user for every account, see
 # hub/jupyterhub_config.py); a real deployment runs each user as themselves.
 c.ServerApp.allow_root = True
-c.ServerApp.jpserver_extensions = {"grader.grading.submission.formgrader_guard": True}
+c.ServerApp.jpserver_extensions = {"grader.grading.submission.formgrader_guard": True,
+                                  "grader.grading.submission.formgrader_notice": True}

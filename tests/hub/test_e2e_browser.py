@@ -290,6 +290,8 @@ def test_students_submit_and_see_grades_the_instructor_released(hub, browser):
     b.wait(lambda d: "Manage Assignments" in b.text() and b.xpath(
         f"//tr//td[normalize-space()='{a}']"), 90, "the formgrader's content inside its iframe")
     b.screenshot("formgrader-in-lab")
+    # the page says its Autograde is not sandboxed (grader.grading.submission.formgrader_notice)
+    assert "Not sandboxed." in b.text() and "make grade" in b.text()
     _formgrader_click(b, a, "assign")
     _formgrader_click(b, a, "release")
     b.wait(lambda d: b.xpath(f"//tr[.//td[normalize-space()='{a}']]//*[normalize-space()='released']"),

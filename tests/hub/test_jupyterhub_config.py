@@ -85,3 +85,10 @@ def test_servers_may_be_framed_by_their_own_pages_only(monkeypatch):
 def test_students_servers_run_no_formgrader(monkeypatch):
     c = _load(HUB / "singleuser" / "student" / "jupyter_server_config.py", monkeypatch)
     assert c.ServerApp.jpserver_extensions["nbgrader.server_extensions.formgrader"] is False
+
+
+def test_every_formgrader_on_the_hub_says_its_autograde_is_not_sandboxed(monkeypatch):
+    """tests/grading/submission/test_formgrader_notice.py serves the notice from a server
+    with nbgrader's formgrader."""
+    c = _load(HUB / "singleuser" / "jupyter_server_config.py", monkeypatch)
+    assert c.ServerApp.jpserver_extensions["grader.grading.submission.formgrader_notice"] is True
