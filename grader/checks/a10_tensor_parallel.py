@@ -37,7 +37,8 @@ from ..ranks.relay import run_ranks
 from .result import CheckResult
 
 __all__ = ["run_program", "drive_f_g", "drive_mlp", "example_inputs", "fg_inputs",
-           "drive_variants", "variant_logs", "public_f_g", "public_tp_mlp", "PREAMBLE", "WORLD", "TIMEOUT_S"]
+           "drive_variants", "variant_logs", "public_f_g", "public_tp_mlp", "public_f_g_verdict",
+           "public_tp_mlp_verdict", "PREAMBLE", "WORLD", "TIMEOUT_S"]
 
 TIMEOUT_S = 25.0       # a correct run takes a few seconds; this only bounds a deadlock
 WORLD = 2              # both frameworks: 2 ranks (Paddle's gloo p2p among 3 CPU ranks timed out, a7)
@@ -250,12 +251,18 @@ def public_f_g(f: Callable, g: Callable, framework: str = "torch") -> CheckResul
     """Lenient: f and g run on 2 ranks forward and backward; the notebook's example's values
     (x = [1, 2, 3] and [10, 20, 30], dy = [1, 0, -1] and [0.5, 0.5, 0.5]) are an advisory
     finding."""
+    return public_f_g_verdict(run_program([f, g], [dict(t) for t in FG_EXAMPLE], framework,
+                                          "drive_f_g"))
+
+
+def public_f_g_verdict(logs: list[dict] | str) -> CheckResult:
+    """:func:`public_f_g`'s verdict from the ranks' logs on the example (or what went wrong)."""
     name = "a10 (public): f and g on the notebook's example"
-    logs = run_program([f, g], [dict(t) for t in FG_EXAMPLE], framework, "drive_f_g")
     if isinstance(logs, str):
         return CheckResult(name, 0, 1, logs, expected="both ranks finish",
                            hint="the line above is the rank's error")
-    errors = [f"rank {r}: {log['got'][k]}" for r, log in enumerate(logs) for k in ("f_error", "g_error")
+    errors = [f"rank {r}: {log['got'][k]}" for r, log in enumerate(logs) if "error" in log["got"]
+              for k in ("error",)] + [f"rank {r}: {log['got'][k]}" for r, log in enumerate(logs) for k in ("f_error", "g_error")
               if k in log["got"]]
     if errors:
         return CheckResult(name, 0, 1, errors[0], expected="f and g run forward and backward",
@@ -284,15 +291,23 @@ def public_tp_mlp(tp_mlp: Callable, f: Callable, g: Callable, framework: str = "
     """Lenient: ``tp_mlp`` (with your f and g) runs on 2 ranks on the notebook's example and
     returns y shaped (batch, d); y equal to the dense MLP's on every rank is an advisory
     finding."""
+    return public_tp_mlp_verdict(run_program([tp_mlp, f, g], example_inputs(**EXAMPLE), framework,
+                                             "drive_mlp"))
+
+
+def public_tp_mlp_verdict(logs: list[dict] | str) -> CheckResult:
+    """:func:`public_tp_mlp`'s verdict from the ranks' logs on the example."""
     name = "a10 (public): tp_mlp on the notebook's example"
-    inputs = example_inputs(**EXAMPLE)
-    logs = run_program([tp_mlp, f, g], inputs, framework, "drive_mlp")
     if isinstance(logs, str):
         return CheckResult(name, 0, 1, logs, expected="both ranks return y",
                            hint="the line above is the rank's error; tp_mlp, f and g must be "
                                 "self-contained (helpers inside them)")
     want = _example_y()
-    shapes = [tuple(log["got"]["y"].shape) for log in logs]
+    failed = next((log["got"]["error"] for log in logs if "error" in log["got"]), None)
+    if failed:
+        return CheckResult(name, 0, 1, failed, expected="both ranks return y",
+                           hint="the line above is the rank's error")
+    shapes = [tuple(np.shape(log["got"].get("y"))) for log in logs]
     if any(s != want.shape for s in shapes):
         return CheckResult(name, 0, 1, "wrong shape", expected=f"{want.shape} on each rank",
                            seen=str(shapes), hint="return y, the whole MLP output, on every rank")

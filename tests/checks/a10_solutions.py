@@ -184,3 +184,10 @@ WRONG = {
     "w1_by_rows": ({"tp_mlp": MLP_ROWS}, None, [0, 0, 0], "split by rows"),
     "two_all_reduces": ({"tp_mlp": MLP_TWO_ALLREDUCES}, None, [0, 0, 0], "2 all-reduces"),
 }
+
+# computes the whole MLP on every rank: right values, no communication, every rank's
+# weights get the whole gradient
+MLP_ALL_LOCAL = '''
+def tp_mlp(x, w1, b1, w2, b2, rank, world_size):
+    return torch.nn.functional.gelu(x @ w1 + b1) @ w2 + b2
+'''
