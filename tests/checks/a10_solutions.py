@@ -166,6 +166,26 @@ def tp_mlp(x, w1, b1, w2, b2, rank, world_size):
     return g(h @ b) + b2
 '''
 
+FG_RELEASED = TORCH + '''
+def f(x):
+    """Megatron's f: the identity forward, an all-reduce of the gradient backward."""
+    # YOUR CODE HERE
+    raise NotImplementedError()
+
+
+def g(x):
+    """Megatron's g: an all-reduce forward, the identity backward."""
+    # YOUR CODE HERE
+    raise NotImplementedError()
+'''
+
+# computes the whole MLP on every rank: right values, no communication, every rank's
+# weights get the whole gradient (carol's sample)
+MLP_ALL_LOCAL = '''
+def tp_mlp(x, w1, b1, w2, b2, rank, world_size):
+    return torch.nn.functional.gelu(x @ w1 + b1) @ w2 + b2
+'''
+
 CORRECT = {
     "torch_view_chunk": {"f_g": FG_TORCH_VIEW, "tp_mlp": MLP_TORCH_CHUNK},
     "torch_direct_all_reduce": {"f_g": FG_TORCH_VIEW, "tp_mlp": MLP_TORCH_DIRECT},
@@ -183,11 +203,8 @@ WRONG = {
     "bias_on_every_rank": ({"tp_mlp": MLP_BIAS_BEFORE}, None, [0, 1, 2], "added on every rank"),
     "w1_by_rows": ({"tp_mlp": MLP_ROWS}, None, [0, 0, 0], "split by rows"),
     "two_all_reduces": ({"tp_mlp": MLP_TWO_ALLREDUCES}, None, [0, 0, 0], "2 all-reduces"),
+    # carol's sample: f and g as released, and the whole MLP on every rank
+    "f_g_as_released": ({"f_g": FG_RELEASED}, [0, 0, 0, 0], None, "NotImplementedError"),
+    "mlp_all_local": ({"tp_mlp": MLP_ALL_LOCAL}, None, [3, 0, 0], "no collective in the forward pass"),
 }
 
-# computes the whole MLP on every rank: right values, no communication, every rank's
-# weights get the whole gradient
-MLP_ALL_LOCAL = '''
-def tp_mlp(x, w1, b1, w2, b2, rank, world_size):
-    return torch.nn.functional.gelu(x @ w1 + b1) @ w2 + b2
-'''

@@ -2,7 +2,8 @@
 ``python -m tests.checks.samples_a10`` from the repository root (after changing the source
 notebook). Each is the *released* notebook (nbgrader generate_assignment, in a temporary
 course) with its solution cells filled in from ``a10_solutions``;
-``tests/grading/test_a10_graded.py`` grades them through the real pipeline."""
+``tests/grading/test_a10_graded.py`` grades alice and bob through the real pipeline, and
+``test_a10_tensor_parallel`` grades each answer here (carol's among them) by name."""
 import shutil
 
 from tests.checks import a10_solutions as s10

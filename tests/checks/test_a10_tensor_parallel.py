@@ -119,7 +119,9 @@ def test_every_correct_answer_passes_the_public_checks_and_each_mistake_is_caugh
             assert all(v.passed for v in verdicts), (n, [v.text() for v in verdicts])
             continue
         v = verdicts[0] if "f_g" in sol.WRONG[n][0] else verdicts[1]
-        assert not v.passed and v.advisory, (n, v.text())
+        # an answer that runs is told so and the cell goes on (advisory); the released stub
+        # fails the cell (validate --invert needs that)
+        assert not v.passed and v.advisory == (n != "f_g_as_released"), (n, v.text())
 
 
 # -- cheap tests: no ranks -------------------------------------------------------------------
@@ -175,3 +177,19 @@ def test_no_importable_function_of_the_course_computes_the_mlp_or_f_and_g():
             params = list(inspect.signature(fn).parameters)
             assert name not in ("f", "g", "tp_mlp"), name
             assert params[:5] != ["x", "w1", "b1", "w2", "b2"], name
+
+
+def test_the_committed_samples_are_the_answers_graded_here_by_name():
+    """alice's, bob's and carol's notebooks hold these answers (the pipeline's test grades
+    alice and bob; carol's scores are f_g_as_released's and mlp_all_local's above)."""
+    from tests.checks.samples_a10 import SCORES
+    from tests.checks.test_samples_a5_a8 import answers
+
+    want = {"alice": (sol.FG_PADDLE, sol.MLP_PADDLE),
+            "bob": (sol.FG_F_IDENTITY_BACKWARD, sol.MLP_BIAS_BEFORE),
+            "carol": (sol.FG_RELEASED, sol.MLP_ALL_LOCAL)}
+    for student, (fg, mlp) in want.items():
+        got = answers(student, A)
+        assert (got["f_g"].strip(), got["tp_mlp"].strip()) == (fg.strip(), mlp.strip()), student
+    assert SCORES["carol"] == (sum(sol.WRONG["f_g_as_released"][1]), sum(sol.WRONG["mlp_all_local"][2]))
+    assert SCORES["bob"] == (sum(sol.WRONG["f_identity_backward"][1]), sum(sol.WRONG["bias_on_every_rank"][2]))

@@ -7,7 +7,9 @@ small class, graded once:
   (slices, ``dist.all_reduce`` called directly in place of g): 4 + 6;
 - ``bob`` (committed sample): f's backward without the all-reduce, b2 inside g: 3 + 3, each
   test cell's feedback naming its mistake;
-- ``carol`` (committed sample): f and g as released, the whole MLP on every rank: 0 + 3.
+carol's sample (f and g as released, the whole MLP on every rank: 0 + 3) is left to
+``tests/checks/test_a10_tensor_parallel.py`` (``f_g_as_released``, ``mlp_all_local``): each
+notebook here costs four launches of the ranks.
 
 Needs root and bubblewrap (skipped without them, failed when ``CI`` is set)."""
 from __future__ import annotations
@@ -52,7 +54,7 @@ def graded():
     shutil.copy(EXERCISES / "nbgrader_config.py", course)
     shutil.copytree(EXERCISES / "hidden", course / "hidden")
     shutil.copytree(EXERCISES / "source" / A, course / "source" / A)
-    for student in SCORES:
+    for student in ("alice", "bob"):
         shutil.copytree(EXERCISES / "submitted" / student / A, course / "submitted" / student / A)
     nb = nbformat.read(EXERCISES / "submitted" / "alice" / A / f"{A}.ipynb", as_version=4)
     dan = {"f_g": reference(A)["f_g"], "tp_mlp": sol.MLP_TORCH_DIRECT.strip("\n")}
@@ -76,12 +78,11 @@ def test_correct_answers_in_either_framework_score_full_marks(graded, student):
     assert "FAIL" not in _outputs(course, student, "test_f_g") + _outputs(course, student, "test_tp_mlp")
 
 
-@pytest.mark.parametrize("student", ["bob", "carol"])
-def test_the_samples_mistakes_lose_their_points(graded, student):
+def test_the_samples_mistakes_lose_their_points(graded):
     course, outcomes = graded
-    o = outcomes[student]
+    o = outcomes["bob"]
     assert o.status == "graded", o
-    assert (o.cells["test_f_g"][0], o.cells["test_tp_mlp"][0]) == SCORES[student], o
+    assert (o.cells["test_f_g"][0], o.cells["test_tp_mlp"][0]) == SCORES["bob"], o
 
 
 def test_each_mistake_is_named_in_its_cells_feedback(graded):
@@ -91,6 +92,3 @@ def test_each_mistake_is_named_in_its_cells_feedback(graded):
     assert "added on every rank before the all-reduce" in mlp
     # the public checks caught both on the notebook's example (no points, the cell went on)
     assert "[FAIL] a10 (public): f and g" in fg and "[FAIL] a10 (public): tp_mlp" in mlp
-    carol = _outputs(course, "carol", "test_tp_mlp")
-    assert "no collective in the forward pass" in carol
-    assert "NotImplementedError" in _outputs(course, "carol", "test_f_g")
