@@ -237,7 +237,7 @@ def fg_inputs(length: int, seed: int, world: int = WORLD) -> list[dict]:
              "dy": rng.standard_normal(length).astype(np.float32)} for _ in range(world)]
 
 
-def _close(a: Any, b: Any, rtol: float = 1e-4, atol: float = 1e-5) -> bool:
+def _allclose_a10(a: Any, b: Any, rtol: float = 1e-4, atol: float = 1e-5) -> bool:
     a, b = np.asarray(a), np.asarray(b)
     return a.shape == b.shape and bool(np.allclose(a, b, rtol=rtol, atol=atol))
 
@@ -274,7 +274,7 @@ def public_f_g_verdict(logs: list[dict] | str) -> CheckResult:
             "g_fwd": [sx, sx], "g_bwd": [t["dy"] for t in FG_EXAMPLE]}
     words = {"f_fwd": "f's forward", "f_bwd": "f's backward", "g_fwd": "g's forward",
              "g_bwd": "g's backward"}
-    wrong = [k for k, w in want.items() if not all(_close(log["got"][k], w[r]) for r, log in enumerate(logs))]
+    wrong = [k for k, w in want.items() if not all(_allclose_a10(log["got"][k], w[r]) for r, log in enumerate(logs))]
     if wrong:
         seen = "; ".join(f"{words[k]} on rank 0: {np.round(logs[0]['got'][k], 4).tolist()} "
                          f"(the example's: {np.round(want[k][0], 4).tolist()})" for k in wrong)
@@ -311,7 +311,7 @@ def public_tp_mlp_verdict(logs: list[dict] | str) -> CheckResult:
     if any(s != want.shape for s in shapes):
         return CheckResult(name, 0, 1, "wrong shape", expected=f"{want.shape} on each rank",
                            seen=str(shapes), hint="return y, the whole MLP output, on every rank")
-    wrong = [r for r, log in enumerate(logs) if not _close(log["got"]["y"], want)]
+    wrong = [r for r, log in enumerate(logs) if not _allclose_a10(log["got"]["y"], want)]
     if wrong:
         return CheckResult(name, 0, 1, f"rank(s) {wrong}: y differs from the MLP on one device",
                            expected=f"y[0] = {np.round(want[0], 4).tolist()}",
