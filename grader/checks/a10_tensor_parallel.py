@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import secrets
-import sys
 import textwrap
 from typing import Any, Callable
 
@@ -319,5 +317,18 @@ def public_tp_mlp_verdict(logs: list[dict] | str) -> CheckResult:
                            hint="the example below the task prints both; "
                                 "column blocks of w1, the same rows of w2, g after the second "
                                 "linear, b2 once", advisory=True)
-    return CheckResult(name, 1, 1, "y equals the MLP on one device on both ranks (graded: other "
-                                   "sizes, the all-reduces and the backward pass)")
+    counts = []
+    for log in logs:
+        events = log.get("events", [])
+        end = next((i for i, e in enumerate(events) if e["name"] == "mark"), len(events))
+        counts.append(len(events[:end]))
+    if any(c != 1 for c in counts):
+        return CheckResult(name, 0, 1, f"y is right, but the forward pass ran {counts} collectives "
+                                       "(rank 0, rank 1)",
+                           expected="one all-reduce on each rank (g's)", seen=f"{counts}",
+                           hint="each rank computes its own block's partial sum and g sums them; "
+                                "a rank that computes the whole MLP does the work of every rank",
+                           advisory=True)
+    return CheckResult(name, 1, 1, "y equals the MLP on one device on both ranks, one collective "
+                                   "each forward (graded: other sizes, what was all-reduced and "
+                                   "the backward pass)")

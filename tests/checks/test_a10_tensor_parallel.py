@@ -5,7 +5,8 @@ graded in few launches: one per framework and task runs every answer of :mod:`a1
 (``drive_variants``), and the graded checks' verdicts are read from each answer's part of
 the logs (``judge_f_g`` / ``judge_tp_mlp``, what ``check_f_g`` / ``check_tp_mlp`` return after
 their own launch). ``check_f_g`` and ``check_tp_mlp`` themselves, on functions of a notebook,
-run in ``tests/grading/test_a10_graded.py`` (the real pipeline)."""
+run in ``tests/grading/test_a10_graded.py`` (the real pipeline), and so do the public checks
+on a notebook's functions (their source asked of the kernel)."""
 from __future__ import annotations
 
 import numpy as np
@@ -13,7 +14,7 @@ import pytest
 
 from grader.checks import a10_tensor_parallel as public
 from tests.checks import a10_solutions as sol
-from tests.checks.notebooks import hidden_checks, namespace, reference, source_notebook
+from tests.checks.notebooks import hidden_checks, reference, source_notebook
 
 A = "a10_tensor_parallel"
 a10 = hidden_checks(A)
@@ -91,15 +92,6 @@ def test_a_typical_mistake_loses_its_points_with_a_first_hint_that_names_it(grad
     assert [r.points for r in results] == want, text
     first = next(r for r in results if not r.passed)
     assert words in f"{first.message}\n{first.hint}", text
-
-
-@pytest.mark.slow
-def test_the_public_checks_on_functions_of_a_notebook():
-    """The public checks themselves, one launch each: the notebook's own f, g and tp_mlp (their
-    source found through linecache, as in a notebook) pass."""
-    ns = namespace(A, {})
-    assert public.public_f_g(ns["f"], ns["g"]).passed
-    assert public.public_tp_mlp(ns["tp_mlp"], ns["f"], ns["g"]).passed
 
 
 @pytest.mark.slow
