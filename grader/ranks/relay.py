@@ -179,8 +179,11 @@ def run_ranks(program: dict, inputs: list, framework: str = "torch",
     """Run the student's ``fn(x, rank, world_size)`` on ``len(inputs)`` ranks, rank ``r``
     with ``x`` = ``inputs[r]`` as a tensor of ``framework``; each rank's log, in rank order:
     ``got`` (float32 array of what it returned, or ``x`` if it returned ``None``),
-    ``sent_to``, ``sent_elems``, ``recvs``, ``collectives``, or ``error`` (the student's
-    exception). ``program`` is ``{"module": name, "name": fn}`` for an importable function,
+    ``sent_to``, ``sent_elems``, ``recvs``, ``collectives``, ``events`` (each collective with
+    its tensors' shapes and the values the rank handed over, and a driver's marks, in order:
+    at most ``MAX_EVENTS``), or ``error`` (the student's exception). With ``"driver"`` in
+    ``program`` (assignment 10), ``inputs[r]`` is a dict of named arrays and ``got`` the
+    driver's named results (:func:`grader.ranks.stub.main`). ``program`` is ``{"module": name, "name": fn}`` for an importable function,
     plus ``"source"`` for one that travels as text.
 
     ``timeout`` bounds each rank's run from the moment its process is ready (starting the
