@@ -49,6 +49,8 @@ __all__ = ["run_ranks", "relay_rank", "StudentRanks", "ISOLATION_ENV", "STARTUP_
 ISOLATION_ENV = "COURSE_RANK_ISOLATION"
 JOB_TMP = "COURSE_JOB_TMP"     # set by the grading job (grader.grading.sandbox.setup.job)
 MAX_PENDING = 10_000           # isend / irecv not waited for yet
+MAX_EVENTS = 64                # collectives and marks recorded with their values
+MAX_RESULTS = 256              # named arrays a course driver may return
 STARTUP_S = 120.0              # starting the ranks' processes (imports) on a busy machine
 _BOOT = ("import os, sys; sys.path.insert(0, {root!r}); "
          "from grader.ranks.stub import main; os._exit(main({sock!r}, {wait!r}, {fw!r}))")
@@ -177,8 +179,11 @@ def run_ranks(program: dict, inputs: list, framework: str = "torch",
     """Run the student's ``fn(x, rank, world_size)`` on ``len(inputs)`` ranks, rank ``r``
     with ``x`` = ``inputs[r]`` as a tensor of ``framework``; each rank's log, in rank order:
     ``got`` (float32 array of what it returned, or ``x`` if it returned ``None``),
-    ``sent_to``, ``sent_elems``, ``recvs``, ``collectives``, or ``error`` (the student's
-    exception). ``program`` is ``{"module": name, "name": fn}`` for an importable function,
+    ``sent_to``, ``sent_elems``, ``recvs``, ``collectives``, ``events`` (each collective with
+    its tensors' shapes and the values the rank handed over, and a driver's marks, in order:
+    at most ``MAX_EVENTS``), or ``error`` (the student's exception). With ``"driver"`` in
+    ``program`` (assignment 10), ``inputs[r]`` is a dict of named arrays and ``got`` the
+    driver's named results (:func:`grader.ranks.stub.main`). ``program`` is ``{"module": name, "name": fn}`` for an importable function,
     plus ``"source"`` for one that travels as text.
 
     ``timeout`` bounds each rank's run from the moment its process is ready (starting the
@@ -239,7 +244,8 @@ def relay_rank(rank: int, world: int, sockets: list[str], ended: list[str], prog
     else:
         import paddle.distributed as dist
     sock = _connect(sockets[rank], ended[rank], ready_by)
-    log: dict[str, Any] = {"sent_to": [], "sent_elems": 0, "recvs": 0, "collectives": []}
+    log: dict[str, Any] = {"sent_to": [], "sent_elems": 0, "recvs": 0, "collectives": [],
+                           "events": []}
     wire.send_value(sock, {"framework": framework, "rank": rank, "world": world,
                            "program": program, "x": inputs[rank]})
     deadline = time.monotonic() + timeout
@@ -288,9 +294,19 @@ def _finish(work: Any, deadline: float) -> Any:
 def _got(value: Any):
     import numpy as np
 
+    if isinstance(value, dict):       # a course driver's named results (assignment 10)
+        if len(value) > MAX_RESULTS or not all(type(k) is str for k in value):
+            raise ValueError(f"the rank's results are not at most {MAX_RESULTS} named arrays")
+        return {k: v[:2000] if type(v) is str else _array(v) for k, v in value.items()}
+    return _array(value).reshape(-1)
+
+
+def _array(value: Any):
+    import numpy as np
+
     if not isinstance(value, np.ndarray) or value.dtype.kind not in "biuf":
         raise ValueError("the rank's result is not a numeric array")
-    return value.astype(np.float32).reshape(-1)
+    return value.astype(np.float32)
 
 
 def _peer(value: Any, rank: int, world: int, any_source: bool = False) -> int | None:
@@ -339,6 +355,9 @@ def _perform(dist, framework: str, rank: int, world: int, msg: dict, log: dict,
             raise ValueError("wait() on a request that is not pending")
         _finish(work, deadline)
         return {"t": buf}
+    if op == "mark":      # a course driver says where a phase begins (e.g. "backward")
+        _event(log, {"name": "mark", "label": str(msg.get("label"))[:40]})
+        return {}
     if op == "barrier":
         _finish(_async(dist, framework, "barrier"), deadline)
         return {}
@@ -346,6 +365,8 @@ def _perform(dist, framework: str, rank: int, world: int, msg: dict, log: dict,
         name, tensors = str(msg.get("name"))[:40], msg.get("t") or []
         log["collectives"].append(name)
         tensors = [_tensor(t, framework) for t in tensors]
+        _event(log, {"name": name, "shapes": [list(t.shape) for t in tensors],
+                     "t": [wire.array_of(t) for t in tensors]})
         ints = [a for a in msg.get("args") or [] if type(a) is int]
         if name == "all_reduce" and len(tensors) == 1:
             _finish(_async(dist, framework, "all_reduce", tensors[0]), deadline)
@@ -357,6 +378,15 @@ def _perform(dist, framework: str, rank: int, world: int, msg: dict, log: dict,
                                       "it from send and recv")
         return {"t": tensors}
     raise ValueError(f"unknown request {op!r}")
+
+
+def _event(log: dict, event: dict) -> None:
+    """Record a collective (its name, its tensors' shapes and the values it was given) or a
+    mark, in order; past ``MAX_EVENTS`` only the count grows."""
+    if len(log["events"]) < MAX_EVENTS:
+        log["events"].append(event)
+    else:
+        log["more_events"] = log.get("more_events", 0) + 1
 
 
 def _async(dist, framework: str, name: str, *args: Any) -> Any:

@@ -29,7 +29,9 @@ from typing import Any
 
 from grader import wire
 
-__all__ = ["main", "Link"]
+__all__ = ["main", "Link", "mark"]
+
+_LINK: "Link | None" = None     # this rank's link, for mark()
 
 _P2P_HELP = "build it from send and recv (isend / irecv)"
 
@@ -156,13 +158,21 @@ def _stand_in(framework: str, link: Link, rank: int, world: int) -> types.Module
     return mod
 
 
+def mark(label: str) -> None:
+    """Tell the relay that a phase begins here (a course driver's ``mark("backward")``): the
+    relay records it among the collectives, in order, so a check can tell the forward pass's
+    all-reduces from the backward pass's."""
+    if _LINK is not None:
+        _LINK.call(op="mark", label=str(label))
+
+
 def _install(framework: str, stand_in: types.ModuleType) -> None:
     fw = importlib.import_module(framework)
     sys.modules[stand_in.__name__] = stand_in
     setattr(fw, "distributed", stand_in)
 
 
-def _function(program: dict) -> Any:
+def _module(program: dict) -> Any:
     if "source" in program:
         module = types.ModuleType(program["module"])
         module.__file__ = f"<{program['module']}>"
@@ -172,7 +182,16 @@ def _function(program: dict) -> Any:
         exec(compile(program["source"], module.__file__, "exec"), module.__dict__)
     else:
         module = importlib.import_module(program["module"])
-    return getattr(module, program["name"])
+    return module
+
+
+def _driver(program: dict) -> Any:
+    """A course function (``"module:function"``, of ``grader.checks``) that runs the student's
+    functions itself: ``driver(module, tensors, rank, world)`` returns named tensors."""
+    where, _, name = str(program["driver"]).partition(":")
+    if not where.startswith("grader.checks."):
+        raise ValueError(f"not a course driver: {program['driver']!r}")
+    return getattr(importlib.import_module(where), name)
 
 
 def main(path: str, accept_timeout: float = 120.0, framework: str = "torch") -> int:
@@ -181,20 +200,34 @@ def main(path: str, accept_timeout: float = 120.0, framework: str = "torch") -> 
     importlib.import_module(framework)
     conn = wire.accept_one(path, accept_timeout)   # the relay may be another user
     link = Link(conn)
+    global _LINK
+    _LINK = link
     start = wire.recv_value(conn)
     rank, world = int(start["rank"]), int(start["world"])
     if start["framework"] != framework:
         raise SystemExit(f"the relay runs {start['framework']}, this rank {framework}")
     try:
         _install(framework, _stand_in(framework, link, rank, world))
-        fn = _function(start["program"])
+        program = start["program"]
+        module = _module(program)
         fw = importlib.import_module(framework)
-        x = fw.from_numpy(start["x"].copy()) if framework == "torch" else fw.to_tensor(start["x"])
-        out = fn(x, rank, world)
-        got = x if out is None else out
-        if wire.tensor_framework(got) is None:
-            raise TypeError(f"returned a {type(got).__name__}, not a tensor")
-        report: dict = {"op": "result", "got": wire.array_of(got)}
+
+        def tensor_of(a: Any) -> Any:
+            return fw.from_numpy(a.copy()) if framework == "torch" else fw.to_tensor(a)
+
+        if "driver" in program:    # named inputs, named results (assignment 10)
+            tensors = {str(k): tensor_of(v) for k, v in dict(start["x"]).items()}
+            out = _driver(program)(module, tensors, rank, world)
+            report: dict = {"op": "result", "got": {str(k): v if type(v) is str else wire.array_of(v)
+                                                    for k, v in out.items()}}
+        else:
+            fn = getattr(module, program["name"])
+            x = tensor_of(start["x"])
+            out = fn(x, rank, world)
+            got = x if out is None else out
+            if wire.tensor_framework(got) is None:
+                raise TypeError(f"returned a {type(got).__name__}, not a tensor")
+            report = {"op": "result", "got": wire.array_of(got)}
     except BaseException as e:  # noqa: BLE001 - the student's error is the rank's result
         last = traceback.format_exception_only(type(e), e)[-1].strip()
         report = {"op": "error", "error": last[:2000],

@@ -1,0 +1,337 @@
+"""Hidden checks of assignment 10 (the public ones, the drivers and the rank runner they
+share: ``grader.checks.a10_tensor_parallel``).
+
+Task 1, ``f`` and ``g`` (4 points, one per operator and direction), on 2 ranks whose ``x``
+and ``dy`` differ (a new random draw each run): f's forward is the identity, f's backward the
+sum of the ranks' ``dy``, g's forward the sum of the ranks' ``x``, g's backward the identity.
+
+Task 2, ``tp_mlp`` (6 points), on 2 ranks given the same ``x``, weights and ``dy`` (a new draw
+each run; batch 3, d 6, hidden 8). Its backward pass is run with the course's f and g in place
+of the notebook's (defined after the student's functions), so a mistake of task 1 is not
+counted twice:
+
+- 3: ``y`` equals the MLP on one device on every rank;
+- 1: the forward pass runs exactly one collective, an all-reduce of a ``(batch, d)`` tensor
+  holding rank ``r``'s partial sum ``gelu(x w1[:, block r] + b1[block r]) w2[block r, :]``
+  (plus ``b2`` or not), and no send or receive;
+- 2: backward, every rank's gradient of ``x`` equals the one-device MLP's, and the gradients
+  the ranks' ``w1``, ``b1``, ``w2`` receive add up to its gradients.
+"""
+from __future__ import annotations
+
+import math
+import secrets
+from typing import Callable
+
+import numpy as np
+
+from grader.checks.a10_tensor_parallel import WORLD, example_inputs, fg_inputs, run_program
+from grader.checks.result import CheckResult
+
+__all__ = ["check_f_g", "check_tp_mlp", "check_all", "judge_f_g", "judge_tp_mlp", "f_g_case",
+           "mlp_case", "SIZES", "COURSE_F_G"]
+
+SIZES = {"batch": 3, "d": 6, "hidden": 8}
+FG_LENGTH = 5
+TOL_A10 = (1e-4, 1e-5)           # rtol, atol against float64
+
+# Megatron's f and g as the course writes them: task 2's backward pass uses these, so that
+# it grades where tp_mlp puts f and g, not the notebook's f and g again.
+COURSE_F_G = {"torch": '''
+class _CourseF(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = grad.clone()
+        dist.all_reduce(grad)
+        return grad
+
+
+class _CourseG(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        x = x.clone()
+        dist.all_reduce(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+def f(x):
+    return _CourseF.apply(x)
+
+
+def g(x):
+    return _CourseG.apply(x)
+''', "paddle": '''
+class _CourseF(paddle.autograd.PyLayer):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = grad.clone()
+        dist.all_reduce(grad)
+        return grad
+
+
+class _CourseG(paddle.autograd.PyLayer):
+    @staticmethod
+    def forward(ctx, x):
+        x = x.clone()
+        dist.all_reduce(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+def f(x):
+    return _CourseF.apply(x)
+
+
+def g(x):
+    return _CourseG.apply(x)
+'''}
+
+
+def _near(a, b) -> bool:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return a.shape == b.shape and bool(np.allclose(a, b, rtol=TOL_A10[0], atol=TOL_A10[1]))
+
+
+def _on_all(logs: list[dict], key: str, want: list) -> bool:
+    return all(key in log["got"] and _near(log["got"][key], w) for log, w in zip(logs, want))
+
+
+def _ran_fail(names: list[tuple[str, int]], message: str) -> list[CheckResult]:
+    hint = ("a rank waited in an all-reduce that the other rank never reached" if
+            message.startswith("deadlock") else "run the public check above in your notebook")
+    return [CheckResult(n, 0, p, message, expected=f"all {WORLD} ranks finish", hint=hint)
+            for n, p in names]
+
+
+# -- task 1: f and g ---------------------------------------------------------------------------
+F_G_NAMES = [("a10: f's forward pass is the identity", 1),
+             ("a10: f's backward pass all-reduces the gradient", 1),
+             ("a10: g's forward pass all-reduces", 1),
+             ("a10: g's backward pass is the identity", 1)]
+MLP_NAMES = [("a10: y equals the MLP on one device on every rank", 3),
+             ("a10: one all-reduce forward, of each rank's partial sum", 1),
+             ("a10: the backward pass gives every rank the right gradients", 2)]
+
+
+def check_f_g(f: Callable, g: Callable, framework: str = "torch",
+              seed: int | None = None) -> list[CheckResult]:
+    """Four points, one per operator and direction (see the module docstring)."""
+    inputs = f_g_case(seed)
+    logs = run_program([f, g], inputs, framework, "drive_f_g")
+    if isinstance(logs, str):
+        return _ran_fail(F_G_NAMES, logs)
+    return judge_f_g(logs, inputs)
+
+
+def f_g_case(seed: int | None = None) -> list[dict]:
+    """Task 1's inputs: a new draw each run unless ``seed`` is given."""
+    return fg_inputs(FG_LENGTH, secrets.randbits(31) if seed is None else seed)
+
+
+def judge_f_g(logs: list[dict], inputs: list[dict]) -> list[CheckResult]:
+    """Task 1's points from the ranks' results (``drive_f_g``'s) and their inputs."""
+    names = F_G_NAMES
+    failed = next((log["got"]["error"] for log in logs if "error" in log["got"]), None)
+    if failed:
+        return _ran_fail(names, failed)
+    xs, dys = [t["x"] for t in inputs], [t["dy"] for t in inputs]
+    sx, sdy = np.sum(xs, axis=0), np.sum(dys, axis=0)
+    p = len(inputs)
+    out = []
+    swapped = _on_all(logs, "f_fwd", [sx] * p) and _on_all(logs, "g_fwd", xs)
+    for (name, pts), (op, key, want, mistakes) in zip(names, [
+        ("f", "f_fwd", xs, [([sx] * p, "f's forward pass all-reduced x: " + (
+            "f and g are swapped (f is the identity forward, g the all-reduce)" if swapped else
+            "f is the identity forward (each rank already holds the whole x)"))]),
+        ("f", "f_bwd", [sdy] * p, [(dys, "f's backward pass returned each rank's own gradient: "
+                                          "it must all-reduce it (each rank's gradient of x "
+                                          "comes only from its own columns)")]),
+        ("g", "g_fwd", [sx] * p, [(xs, "g's forward pass returned x as it was: it all-reduces "
+                                       "(sums the ranks' partial sums)" + (
+                                           "; f and g are swapped" if swapped else ""))]),
+        ("g", "g_bwd", dys, [([sdy] * p, "g's backward pass all-reduced the gradient: it is the "
+                                         "identity (the gradient of y is already the same on "
+                                         "every rank), the conjugate of f's")]),
+    ]):
+        err = logs[0]["got"].get(f"{op}_error") or logs[-1]["got"].get(f"{op}_error")
+        if err:
+            out.append(CheckResult(name, 0, pts, f"{op} raised: {err}",
+                                   hint=f"{op} must run forward and backward on every rank"))
+            continue
+        if _on_all(logs, key, want):
+            out.append(CheckResult(name, pts, pts, f"{p} ranks, {FG_LENGTH} elements: as expected"))
+            continue
+        hint = next((h for w, h in mistakes if _on_all(logs, key, w)),
+                    "see the table above the task: what each operator gives forward and backward")
+        seen = np.round(logs[0]["got"].get(key, np.array([])), 4).tolist()
+        out.append(CheckResult(name, 0, pts, "the values differ", expected=np.round(want[0], 4).tolist().__str__(),
+                               seen=f"rank 0: {seen}", hint=hint))
+    return out
+
+
+# -- task 2: tp_mlp ----------------------------------------------------------------------------
+def _gelu(z):
+    return 0.5 * z * (1.0 + np.vectorize(math.erf)(z / math.sqrt(2.0)))
+
+
+def _gelu_grad(z):
+    cdf = 0.5 * (1.0 + np.vectorize(math.erf)(z / math.sqrt(2.0)))
+    return cdf + z * np.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
+
+
+def _mlp_truth(t: dict, p: int) -> dict:
+    """The one-device MLP (float64): y, its gradients, and each rank's partial sum."""
+    x, w1, b1, w2, b2, dy = (t[k].astype(np.float64) for k in ("x", "w1", "b1", "w2", "b2", "dy"))
+    z = x @ w1 + b1
+    a = _gelu(z)
+    dz = (dy @ w2.T) * _gelu_grad(z)
+    h = w1.shape[1] // p
+    blocks = [slice(r * h, (r + 1) * h) for r in range(p)]
+    rows = [slice(r * (x.shape[1] // p), (r + 1) * (x.shape[1] // p)) for r in range(p)]
+    by_rows = [_gelu(x[:, s] @ w1[s, :] + b1) @ w2 for s in rows]
+    by_rows_nob1 = [_gelu(x[:, s] @ w1[s, :]) @ w2 for s in rows]
+    return {"y": a @ w2 + b2, "dx": dz @ w1.T, "dw1": x.T @ dz, "db1": dz.sum(0),
+            "dw2": a.T @ dy, "b2": b2,
+            "partial": [_gelu(x @ w1[:, s] + b1[s]) @ w2[s, :] for s in blocks],
+            "by_rows": [sum(by_rows) + b2, sum(by_rows_nob1) + b2, sum(by_rows) + p * b2]}
+
+
+def _forward_events(log: dict) -> list[dict]:
+    events = log.get("events", [])
+    end = next((i for i, e in enumerate(events) if e["name"] == "mark"), len(events))
+    return events[:end]
+
+
+def check_tp_mlp(tp_mlp: Callable, framework: str = "torch",
+                 seed: int | None = None) -> list[CheckResult]:
+    """Six points: y (3), the forward pass's one all-reduce (1), the backward pass (2)."""
+    inputs = mlp_case(seed)
+    logs = run_program([tp_mlp], inputs, framework, "drive_mlp", extra=COURSE_F_G[framework])
+    if isinstance(logs, str):
+        return _ran_fail(MLP_NAMES, logs)
+    return judge_tp_mlp(logs, inputs)
+
+
+def mlp_case(seed: int | None = None) -> list[dict]:
+    """Task 2's inputs (the same on every rank): a new draw each run unless ``seed`` is given."""
+    return example_inputs(SIZES["batch"], SIZES["d"], SIZES["hidden"],
+                          secrets.randbits(31) if seed is None else seed)
+
+
+def judge_tp_mlp(logs: list[dict], inputs: list[dict]) -> list[CheckResult]:
+    """Task 2's points from the ranks' logs (``drive_mlp``'s results, the relays' events)."""
+    names = MLP_NAMES
+    failed = next((log["got"]["error"] for log in logs if "error" in log["got"]), None)
+    if failed:
+        return _ran_fail(names, failed)
+    s = {"batch": inputs[0]["x"].shape[0], "d": inputs[0]["x"].shape[1],
+         "hidden": inputs[0]["w1"].shape[1]}
+    p = len(inputs)
+    truth = _mlp_truth(inputs[0], p)
+    ys = [log["got"].get("y") for log in logs]
+    fwd = [_forward_events(log) for log in logs]
+    return [_check_y(names[0], ys, fwd, truth, p, s), _check_forward_comm(names[1], logs, fwd, truth, s),
+            _check_backward(names[2], logs, truth)]
+
+
+def _check_y(name, ys, fwd, truth, p, s) -> CheckResult:
+    name, pts = name
+    if all(_near(y, truth["y"]) for y in ys):
+        return CheckResult(name, pts, pts, f"{p} ranks, batch {s['batch']}, d {s['d']}, hidden "
+                                           f"{s['hidden']}: y matches (rtol {TOL_A10[0]:g})")
+    part, b2 = truth["partial"], truth["b2"]
+    hidden_ar = any(e["name"] == "all_reduce" and e["shapes"] and e["shapes"][0][-1:] == [s["hidden"] // p]
+                    for ev in fwd for e in ev)
+    if all(_near(y, pr) or _near(y, pr + b2) for y, pr in zip(ys, part)):
+        hint = ("each rank holds only its partial sum: the all-reduce is missing. Put g (the "
+                "all-reduce) after the second linear, then add b2")
+    elif all(_near(y, truth["y"] + (p - 1) * b2) for y in ys):
+        hint = (f"y is off by {p - 1} x b2: the bias was added on every rank before the "
+                f"all-reduce, which sums it {p} times. Add b2 once, after g")
+    elif any(all(_near(y, v) for y in ys) for v in truth["by_rows"]):
+        hint = ("w1 was split by rows (and x by columns): then each rank has a partial sum of "
+                "x @ w1 before GELU, and GELU of a partial sum is not a part of GELU of the sum. "
+                "Split w1 by columns (its hidden units), keep x whole, and split w2 by the same rows")
+    elif hidden_ar:
+        hint = ("the hidden layer was all-reduced too (2 all-reduces): with w1 split by columns "
+                "each rank holds different hidden units, there is nothing to sum there. The only "
+                "forward all-reduce is g, after the second linear")
+    else:
+        hint = ("rank r takes columns r*h/p to (r+1)*h/p - 1 of w1 (and those entries of b1), "
+                "applies GELU, multiplies by the same rows of w2, g all-reduces, then b2 is added")
+    seen = "; ".join(f"rank {r}: y[0] = {np.round(np.asarray(y)[0], 3).tolist()}" if y is not None
+                     else f"rank {r}: no y" for r, y in enumerate(ys))
+    return CheckResult(name, 0, pts, "y differs from the MLP on one device",
+                       expected=f"y[0] = {np.round(truth['y'][0], 3).tolist()} on every rank",
+                       seen=seen, hint=hint)
+
+
+def _check_forward_comm(name, logs, fwd, truth, s) -> CheckResult:
+    name, pts = name
+    p2p = sum(len(log["sent_to"]) + log["recvs"] for log in logs)
+    calls = [[(e["name"], [tuple(x) for x in e["shapes"]]) for e in ev] for ev in fwd]
+    seen = f"rank 0's forward collectives: {calls[0]}" + (f"; {p2p} sends / receives" if p2p else "")
+    want = f"one all_reduce of a ({s['batch']}, {s['d']}) tensor per rank, nothing else"
+    if p2p:
+        return CheckResult(name, 0, pts, "sends or receives were used", expected=want, seen=seen,
+                           hint="the MLP needs no point-to-point message: g's all-reduce only")
+    counts = [len(ev) for ev in fwd]
+    if any(c == 0 for c in counts):
+        return CheckResult(name, 0, pts, "no collective in the forward pass", expected=want, seen=seen,
+                           hint="each rank holds a partial sum of y after the second linear: "
+                                "g all-reduces it")
+    if any(c > 1 for c in counts):
+        return CheckResult(name, 0, pts, f"{max(counts)} collectives in the forward pass", expected=want,
+                           seen=seen, hint="one all-reduce only, after the second linear: the "
+                                           "first linear's columns need no communication")
+    ok = all(ev[0]["name"] == "all_reduce" and len(ev[0]["t"]) == 1 and
+             (_near(ev[0]["t"][0], pr) or _near(ev[0]["t"][0], pr + truth["b2"]))
+             for ev, pr in zip(fwd, truth["partial"]))
+    if ok:
+        return CheckResult(name, pts, pts, "one all-reduce per rank, of its own block's partial sum")
+    return CheckResult(name, 0, pts, "the all-reduced tensor is not the rank's partial sum",
+                       expected="rank r all-reduces gelu(x w1[:, block r] + b1[block r]) w2[block r, :]",
+                       seen=seen, hint="rank r's block: columns r*h/p to (r+1)*h/p - 1 of w1 and "
+                                       "b1, the same rows of w2")
+
+
+def _check_backward(name, logs, truth) -> CheckResult:
+    name, pts = name
+    err = next((log["got"]["backward_error"] for log in logs if "backward_error" in log["got"]), None)
+    if err:
+        return CheckResult(name, 0, pts, f"the backward pass raised: {err}",
+                           hint="keep y in the autograd graph: f, the linears, GELU, g and b2 only")
+    dx_ok = all(_near(log["got"]["dx"], truth["dx"]) for log in logs)
+    sums = {k: np.sum([log["got"][k] for log in logs], axis=0) for k in ("dw1", "db1", "dw2")}
+    w_ok = all(_near(sums[k], truth[k]) for k in sums)
+    if dx_ok and w_ok:
+        return CheckResult(name, pts, pts, "x's gradient on every rank and the weights' "
+                                           "gradients summed over ranks match")
+    seen = f"x's gradient {'matches' if dx_ok else 'differs'} (rank 0); weights' gradients " \
+           f"summed over ranks {'match' if w_ok else 'differ'}"
+    if not dx_ok and w_ok:
+        hint = ("x's gradient is each rank's partial: f (identity forward, all-reduce backward) "
+                "goes on x before the first linear")
+    else:
+        hint = "f on x before the first linear, g on the second linear's output, nothing else"
+    return CheckResult(name, 0, pts, "the gradients differ from the MLP on one device",
+                       expected="every rank: x's gradient = the one-device MLP's", seen=seen, hint=hint)
+
+
+def check_all(f: Callable, g: Callable, tp_mlp: Callable, framework: str = "torch") -> list[CheckResult]:
+    return check_f_g(f, g, framework) + check_tp_mlp(tp_mlp, framework)
