@@ -15,13 +15,13 @@ spins on one core for the whole run, runs `make install` once (timed on its own)
 `make book` twice, each after deleting the clone's `_build` (so every page executes),
 and prints each build's seconds, the load average, each page's execution seconds (from
 the build's execution cache) and the spinning process's CPU share. `--pages` keeps only
-those chapters (and the introduction and references) in the clone's table of contents.
+those chapters (and the introduction, exercises and references) in the clone's table of
+contents; `--reuse-venv` keeps the last clone's virtual environment (a trial run).
 The exit status is 0 only if every build succeeded.
 """
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import shutil
 import subprocess
@@ -36,23 +36,17 @@ from grader.lab import cpu_cores, cpu_model, load_line  # noqa: E402
 
 
 # --- another process keeps one core busy ----------------------------------------------
-def _spin() -> None:
-    while True:
-        pass
-
-
 class BusyCore:
     """A process that spins on one core until stopped; ``share()`` is the CPU time it got
     over the wall time it ran (about 1.0: it kept a core busy)."""
 
-    def __init__(self) -> None:
-        self.process = multiprocessing.get_context("spawn").Process(target=_spin,
-                                                                    daemon=True)
-
     def __enter__(self) -> "BusyCore":
-        self.process.start()
+        self.process = subprocess.Popen([sys.executable, "-c", "while True: pass"])
         self.started, self.cpu = time.perf_counter(), 0.0
         return self
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
 
     def cpu_seconds(self) -> float:
         try:
@@ -70,14 +64,15 @@ class BusyCore:
     def __exit__(self, *exc) -> None:
         self.cpu_seconds()
         self.process.terminate()
-        self.process.join(10)
+        self.process.wait(10)
 
 
 # --- a fresh clone, built twice -------------------------------------------------------
 def small_toc(toc: str, pages: list[str]) -> str:
     """The table of contents with only ``pages`` (e.g. ``["toolkit"]``) among its
-    chapters; the root and the references page stay (citations need the bibliography)."""
-    keep = {f"chapters/{p}" for p in pages} | {"chapters/references"}
+    chapters; the root, the references page (citations need the bibliography) and the
+    exercises page (chapters link to it) stay."""
+    keep = {f"chapters/{p}" for p in pages} | {"chapters/references", "chapters/exercises"}
     out, part = [], []
     for line in toc.splitlines():
         stripped = line.strip()
@@ -126,10 +121,14 @@ def timed(cmd: list[str], cwd: Path, log: Path) -> tuple[int, float]:
 
 
 def fresh_clone(workdir: Path, runs: int = 2, pages: list[str] | None = None,
-                busy: bool = True, src: Path = ROOT) -> list[dict]:
+                busy: bool = True, src: Path = ROOT, reuse_venv: bool = False) -> list[dict]:
+    clone = workdir / "course"
+    kept = workdir.parent / f".{workdir.name}-venv"
+    if reuse_venv and (clone / ".venv").exists():
+        shutil.rmtree(kept, ignore_errors=True)
+        (clone / ".venv").rename(kept)
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
-    clone = workdir / "course"
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=src,
                           capture_output=True, text=True).stdout.strip()
     subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(src), str(clone)],
@@ -138,7 +137,11 @@ def fresh_clone(workdir: Path, runs: int = 2, pages: list[str] | None = None,
     if pages:
         toc = clone / "_toc.yml"
         toc.write_text(small_toc(toc.read_text(), pages))
-        print(f"table of contents cut to: {', '.join(pages)} (and intro, references)")
+        print(f"table of contents cut to: {', '.join(pages)} (and intro, exercises, "
+              "references)")
+    if reuse_venv and kept.exists():
+        kept.rename(clone / ".venv")
+        print("the last clone's .venv reused (make install brings it up to date)")
     results = []
     with BusyCore() if busy else _NoBusy() as spinner:
         print(f"machine: {cpu_cores()} cores ({cpu_model()}); "
@@ -189,11 +192,14 @@ def main() -> None:
                     "toolkit,async")
     ap.add_argument("--no-busy", action="store_true",
                     help="with --fresh-clone: start no busy process")
+    ap.add_argument("--reuse-venv", action="store_true",
+                    help="with --fresh-clone: keep the last clone's .venv (a quicker "
+                    "trial run; the issue's check starts without one)")
     args = ap.parse_args()
     if args.fresh_clone:
         results = fresh_clone(args.workdir, args.runs,
                               args.pages.split(",") if args.pages else None,
-                              busy=not args.no_busy)
+                              busy=not args.no_busy, reuse_venv=args.reuse_venv)
         ok = len(results) == args.runs and all(r["rc"] == 0 for r in results)
         print("every build succeeded" if ok else "a build FAILED")
         sys.exit(0 if ok else 1)
