@@ -25,7 +25,8 @@ from grader.lab import load_line  # noqa: E402
 def seconds(cell) -> float | None:
     """A cell's execution time from the timestamps nbclient records in its metadata."""
     ex = cell.get("metadata", {}).get("execution", {})
-    start, end = ex.get("iopub.execute_input"), ex.get("shell.execute_reply")
+    start = ex.get("iopub.execute_input") or ex.get("iopub.status.busy")
+    end = ex.get("shell.execute_reply") or ex.get("iopub.status.idle")
     if not (start and end):
         return None
     parse = lambda s: datetime.fromisoformat(s.replace("Z", "+00:00"))  # noqa: E731
@@ -78,11 +79,14 @@ def cell_rows(nb, cpu: dict | None = None) -> list[dict]:
 
 
 def table(rows: list[dict], top: int) -> str:
-    timed = sorted((r for r in rows if r["seconds"] is not None),
-                   key=lambda r: -r["seconds"])[:top]
+    timed = sorted(rows, key=lambda r: -(r["seconds"] or r.get("cpu") or 0))[:top]
     out = []
     for r in timed:
         tags = ",".join(r["tags"]) or "-"
+        if r["seconds"] is None:        # no timestamps came back for this cell
+            out.append(f"{'-':>7}   {r.get('cpu') or 0:6.1f} cpu-s  cell {r['index']:3d}  "
+                       f"[{tags}]  {r['first']}")
+            continue
         cpu = "     -    " if r.get("cpu") is None else f"{r['cpu']:6.1f} cpu-s"
         out.append(f"{r['seconds']:7.1f} s {cpu}  cell {r['index']:3d}  [{tags}]  "
                    f"{r['first']}")
@@ -123,6 +127,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{page.name}: {total:.1f} s in {len(rows)} code cells ({cpu:.1f} CPU seconds "
           f"in the kernel and what it ran); {load_line()}")
     print(table(rows, args.top))
+    return rows
 
 
 if __name__ == "__main__":
