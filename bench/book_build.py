@@ -163,11 +163,11 @@ def fresh_clone(workdir: Path, runs: int = 2, pages: list[str] | None = None,
                             "load": (before, after), "pages": per_page})
             print(f"clean make book {run}: {seconds:6.1f} s, "
                   + ("succeeded" if rc == 0 else f"FAILED (exit {rc}; see {log})")
-                  + f"; load average {before:.1f} before, {after:.1f} after "
-                  f"(budget 420 s: {seconds / 420:.0%})")
+                  + f"; load average {before:.1f} before, {after:.1f} after"
+                  + ("" if pages else f" (budget 420 s: {seconds / 420:.0%})"))
             for name, s in sorted(per_page.items(), key=lambda kv: -kv[1]):
                 print(f"    {name:<20} {s:6.1f} s executing")
-        if busy:
+        if busy:   # (below 100 % where other programs share the cores, or under nice)
             print(f"the busy process had {spinner.share():.0%} of a core while it ran")
     return results
 
