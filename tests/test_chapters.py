@@ -304,3 +304,24 @@ def test_the_tab_check_finds_a_name_from_a_hidden_cell(tmp_path):
                     "```{code-cell} ipython3\nprint(x)\n```\n")
     assert _borrowed_names(page, "paddle") == [(1, ["out"]), (3, ["x"])]
     assert _borrowed_names(page, "torch") == []
+
+
+def _glue_in_sight(page: Path) -> list[int]:
+    """Cells a reader sees (their code shown) that call ``myst_nb.glue``: the page's
+    bookkeeping, which belongs in a hidden cell after the cell that measured."""
+    return [c.index for c in parse_page(page) if not _HIDDEN & set(c.tags)
+            and re.search(r"\bglue\b", c.source)]
+
+
+@pytest.mark.parametrize("page", [p.stem for p in _pages()])
+def test_no_visible_cell_glues(page):
+    assert not _glue_in_sight(CHAPTERS / f"{page}.md"), page
+
+
+def test_the_glue_check_finds_a_visible_glue(tmp_path):
+    page = tmp_path / "p.md"
+    page.write_text("# T\n\n```{code-cell} ipython3\n:tags: [remove-cell]\n"
+                    "from myst_nb import glue\nglue('a', 1)\n```\n\n"
+                    "```{code-cell} ipython3\n:tags: [torch]\nglue('b', 2)\n```\n\n"
+                    "```{code-cell} ipython3\n:tags: [remove-input]\nglue('c', 3)\n```\n")
+    assert _glue_in_sight(page) == [1]

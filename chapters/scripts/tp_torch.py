@@ -209,14 +209,22 @@ class Saved:
 
     def __init__(self, model: nn.Module) -> None:
         self.model, self.bytes = model, {}
+        self.shards = {}     # a DTensor parameter's local storage: looked up once
+
+    def storage_of(self, p) -> int:
+        if not isinstance(p, DTensor):
+            return p.untyped_storage().data_ptr()
+        if id(p) not in self.shards:    # (p kept, so that its id is not reused)
+            self.shards[id(p)] = p, p.to_local().untyped_storage().data_ptr()
+        return self.shards[id(p)][1]
 
     def pack(self, t):
         mine = local(t)
         if isinstance(mine, AsyncCollectiveTensor):   # a collective's output, in flight
             mine = mine.trigger_wait()
         storage = mine.untyped_storage()
-        weights = {local(p).untyped_storage().data_ptr()
-                   for p in self.model.parameters()}
+        # the parameters as they are now (FSDP swaps gathered ones in and out)
+        weights = {self.storage_of(p) for p in self.model.parameters()}
         if storage.data_ptr() not in weights:
             self.bytes[storage.data_ptr()] = storage.nbytes()
         return t

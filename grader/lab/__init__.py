@@ -38,12 +38,39 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def paddle_cpu_wheel() -> str | None:
+    """The version of Paddle's CPU-only wheel (``paddlepaddle``, built without CUDA: it
+    sees no GPU anywhere) when that is what is installed and Paddle is not imported yet;
+    otherwise None. The hardware line then reads it from the package's metadata instead
+    of importing Paddle (seconds of CPU) in a kernel that may never use it."""
+    import importlib.metadata
+    import importlib.util
+    import sys
+
+    if "paddle" in sys.modules or importlib.util.find_spec("paddle") is None:
+        return None
+    try:
+        version = importlib.metadata.version("paddlepaddle")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for gpu_wheel in ("paddlepaddle-gpu", "paddlepaddle-dcu", "paddlepaddle-xpu"):
+        try:
+            importlib.metadata.version(gpu_wheel)
+            return None             # a GPU build is installed too: ask Paddle itself
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return version
+
+
 def hardware_summary(page: str | None = None) -> str:
     """One line saying where this page's outputs were computed; with ``page`` (a chapter's
     name), also which of its GPU cells replay a recorded GPU run, from which machine."""
     lines = [f"Outputs on this page were computed while building it ({datetime.date.today().isoformat()}):",
              f"  CPU: {cpu_cores()} cores, {cpu_model()}"]
     for fw in FRAMEWORKS:
+        if fw == "paddle" and (cpu_wheel := paddle_cpu_wheel()):
+            lines.append(f"  PaddlePaddle {cpu_wheel}: no GPU")
+            continue
         try:
             be = get_backend(fw)
         except ImportError:  # a GPU machine may carry one framework only

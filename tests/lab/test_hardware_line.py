@@ -1,5 +1,8 @@
 """The hardware line under every chapter title (``grader.lab.hardware_summary``)."""
 import builtins
+import importlib.util
+import subprocess
+import sys
 
 from grader.lab import hardware_summary
 
@@ -27,6 +30,9 @@ def test_a_framework_that_is_not_installed_is_named_not_installed(monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_paddle)
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None
+                        if name == "paddle" else real_find_spec(name, *a))
     text = hardware_summary()
     assert "PaddlePaddle: not installed" in text
     assert "PyTorch " in text
@@ -36,3 +42,16 @@ def test_with_a_page_it_adds_the_gpu_cells_and_without_the_chapters_it_still_pri
     text = hardware_summary("multidevice")
     assert "PyTorch GPU cells (" in text and "Paddle GPU cells (" in text
     assert hardware_summary("no_such_chapter") == hardware_summary()
+
+
+def test_paddles_cpu_wheel_is_named_without_importing_paddle():
+    # Paddle's CPU wheel sees no GPU; the line reads its version from the package's
+    # metadata, and a kernel that never uses Paddle does not pay for importing it.
+    import paddle
+
+    code = ("import sys; from grader.lab import hardware_summary; "
+            "print(hardware_summary()); print('paddle' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out[-1] == "False"
+    assert f"  PaddlePaddle {paddle.__version__}: no GPU" in out
