@@ -12,12 +12,7 @@ import json
 import time
 from pathlib import Path
 
-# The flags of tests/test_browser.py: headless, and no background connections (the
-# machine's network is closed).
-CHROME_FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-                "--window-size=1400,1000")
+from tests.chrome import CHROME_FLAGS  # noqa: F401  (the flags the session's Chromium runs with)
 
 _FETCH = """
 const [method, url, body, ctype, done] = arguments;
