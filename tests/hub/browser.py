@@ -12,8 +12,6 @@ import json
 import time
 from pathlib import Path
 
-from tests.chrome import CHROME_FLAGS  # noqa: F401  (the flags the session's Chromium runs with)
-
 _FETCH = """
 const [method, url, body, ctype, done] = arguments;
 const m = document.cookie.match(/(?:^|;\\s*)_xsrf=([^;]+)/);
