@@ -11,9 +11,11 @@ A new hostile or honest case goes into :func:`_hostile_course` (a student of its
 tests then read its outcome with ``run.find(student, assignment)``.
 
 Tests that need a class of a different shape keep their own: test_identity.py (ONE worker,
-so that successive students share a slot), the ledger and parallel tests (machines killed
-mid-run: nothing shared with them), test_paddle_judged.py and test_attacks.py's judged
-comparison (nbgrader run directly with the judged and the in-kernel executors)."""
+so that successive students share a slot), test_judge_confined.py (the course's default
+limits, assignment 7, the course folder as working directory with planted torch.py and
+paddle.py), the ledger and parallel tests (machines killed mid-run: nothing shared with
+them), test_paddle_judged.py and test_attacks.py's judged comparison (nbgrader run directly
+with the judged and the in-kernel executors)."""
 from __future__ import annotations
 
 import shutil
