@@ -1,4 +1,10 @@
-"""Shared fixtures. CPU by default; ``gpu``/``multi_gpu`` tests skip without the GPUs."""
+"""Shared fixtures. CPU by default; ``gpu``/``multi_gpu`` tests skip without the GPUs.
+
+Session-scoped, so that the suite pays for them once (tests/README.md, "Test suite time"):
+``built_book`` (the executed book) and ``chrome`` (one headless Chromium for every browser
+test module; each module takes it through ``fresh_chrome``, with tests/chrome.py's ``fresh``, which
+clears what the module before it left: cookies, cache, the console log, timeouts, window).
+Graded classes shared by several modules are in tests/grading/conftest.py."""
 from __future__ import annotations
 
 import os
@@ -56,3 +62,17 @@ def chromium() -> tuple[str, str]:
             pytest.fail(msg)
         pytest.skip(msg)
     return browser, driver
+
+
+
+@pytest.fixture(scope="session")
+def chrome(chromium, tmp_path_factory):
+    """One headless Chromium (Selenium driver) for the whole session, keeping its console log
+    (``get_log("browser")``). Modules take it through :func:`tests.chrome.fresh`."""
+    from tests import chrome as _chrome
+
+    d = _chrome.start(chromium, tmp_path_factory.mktemp("chrome-profile"))
+    try:
+        yield d
+    finally:
+        d.quit()

@@ -20,23 +20,10 @@ def site(built_book):
 
 
 @pytest.fixture(scope="module")
-def browser(chromium, tmp_path_factory):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
+def browser(chrome):
+    from tests.chrome import fresh
 
-    binary, driver = chromium
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = binary
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-                 "--window-size=1280,900",
-                 f"--user-data-dir={tmp_path_factory.mktemp('chrome-profile')}"):
-        opts.add_argument(flag)
-    drv = webdriver.Chrome(service=Service(driver), options=opts)
-    drv.set_page_load_timeout(60)
-    yield drv
-    drv.quit()
+    return fresh(chrome, window=(1280, 900))
 
 
 def _shown(drv, css):

@@ -181,24 +181,6 @@ class Listener:
         self.server.server_close()
 
 
-def driver(chromium, profile) -> "webdriver.Chrome":  # noqa: F821
-    """A headless Chromium (the flags of tests/hub/browser.py) that keeps its console log."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    from tests.hub.browser import CHROME_FLAGS
-
-    binary, drv = chromium
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = binary
-    for flag in (*CHROME_FLAGS, f"--user-data-dir={profile}"):
-        opts.add_argument(flag)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    d = webdriver.Chrome(service=Service(drv), options=opts)
-    d.set_page_load_timeout(60)
-    return d
-
-
 def observe(d, url: str, listener: Listener, settle: float = 1.5) -> dict:
     """Open ``url``, click every "click me" link (coming back after each), and return what
     ran: ``{"ran": names seen in the title, window.pwned or the listener, "refused":

@@ -4,9 +4,9 @@ Every attack is a copy of alice's assignment 1 with two WRONG answers (``time_wo
 constant 20 ms: the public check passes, the hidden one fails; the experiment is not
 implemented), plus a payload in an answer cell. The same submission without a payload
 (``baseline``) scores 0 of 8. All notebooks are autograded in one nbgrader run with
-:class:`grader.grading.judge.executor.JudgedExecute`, and once more with the in-kernel
-``GuardedExecute`` to show that the payloads are real: those marked ``forges`` raise the score
-there. Each attack says where the judge stops it.
+:class:`grader.grading.judge.executor.JudgedExecute`, and, at the same time, the baseline, the
+honest student and the payloads marked ``forges`` once more with the in-kernel
+``GuardedExecute`` to show that those payloads are real: they raise the score there. Each attack says where the judge stops it.
 """
 from __future__ import annotations
 
@@ -199,20 +199,20 @@ def _notebook(course: Path, student: str, time_work: str) -> None:
     nbformat.write(nb, out / f"{A1}.ipynb")
 
 
-def _grade(course: Path, executor: type) -> dict[str, dict]:
+def _grade(course: Path, executor: type, students: list[str]) -> dict[str, dict]:
     """student -> {"score", "cells" (grade id -> score), "said" (the test cells' outputs)},
-    graded by nbgrader with ``executor`` under a 30 s cell limit."""
+    graded by nbgrader with ``executor`` under a 30 s cell limit (the course is released)."""
     extra = autograde_options(executor, course / "trace", cell_timeout_s=30)
-    run = lambda *a: nbgrader(course, *a, timeout=1800)  # noqa: E731
-    assert run("generate_assignment", A1, "--force").returncode == 0
     t0 = time.monotonic()
-    run("autograde", A1, "--force", *extra)   # non-zero when a kernel died: that one scores 0
-    print(f"{course.name}: {len(STUDENTS)} notebooks autograded in {time.monotonic() - t0:.1f} s")
+    # non-zero when a kernel died: that one scores 0
+    nbgrader(course, "autograde", A1, "--force", *extra, timeout=1800)
+    print(f"{course.name}: {len(students)} notebooks autograded with {executor.__name__} "
+          f"in {time.monotonic() - t0:.1f} s")
     from nbgrader.api import MissingEntry
 
     out: dict[str, dict] = {}
     with load(course).gradebook() as gb:
-        for student in STUDENTS:
+        for student in students:
             try:
                 sub = gb.find_submission(A1, student)
                 cells = {g.name: float(g.score) for nb in sub.notebooks for g in nb.grades}
@@ -230,26 +230,42 @@ def _grade(course: Path, executor: type) -> dict[str, dict]:
 
 
 STUDENTS = ["baseline", *HONEST, *ATTACKS]
+# In the kernel, only what its tests compare: the baseline, the honest students and the
+# payloads that forge there (the others' in-kernel scores are asserted nowhere)
+IN_KERNEL = ["baseline", *HONEST, *(a for a, (_, forges, _) in ATTACKS.items() if forges)]
 
 
-def _course() -> Path:
+def _course(students: list[str]) -> Path:
     course = Path(tempfile.mkdtemp(prefix="attacks-"))
     shutil.copy(EXERCISES / "nbgrader_config.py", course)
     shutil.copytree(EXERCISES / "hidden", course / "hidden")
     shutil.copytree(EXERCISES / "source" / A1, course / "source" / A1)
-    _notebook(course, "baseline", WRONG_TIME)
-    for name in HONEST:
-        shutil.copytree(EXERCISES / "submitted" / name / A1, course / "submitted" / name / A1)
-    for name, (code, _, _) in ATTACKS.items():
-        _notebook(course, name, code)
+    assert nbgrader(course, "generate_assignment", A1, "--force").returncode == 0
+    for name in students:
+        if name in HONEST:
+            shutil.copytree(EXERCISES / "submitted" / name / A1, course / "submitted" / name / A1)
+        else:
+            _notebook(course, name, WRONG_TIME if name == "baseline" else ATTACKS[name][0])
     return course
 
 
 @pytest.fixture(scope="module")
 def graded():
-    judged, plain = _course(), _course()
+    """(judged, in the kernel): assignment 1 released once, then the two ways graded at once
+    (two nbgrader runs, as test_executor.py's comparison does), each its own course."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    judged = _course(STUDENTS)
+    plain = Path(tempfile.mkdtemp(prefix="attacks-"))
     try:
-        yield (_grade(judged, JudgedExecute), _grade(plain, crashes.GuardedExecute))
+        shutil.copytree(judged, plain, dirs_exist_ok=True)
+        for name in set(STUDENTS) - set(IN_KERNEL):
+            shutil.rmtree(plain / "submitted" / name)
+        with ThreadPoolExecutor(2) as pool:
+            ways = [pool.submit(_grade, judged, JudgedExecute, STUDENTS),
+                    pool.submit(_grade, plain, crashes.GuardedExecute, IN_KERNEL)]
+            results = tuple(w.result() for w in ways)
+        yield results
     finally:
         shutil.rmtree(judged, ignore_errors=True)
         shutil.rmtree(plain, ignore_errors=True)
@@ -263,7 +279,8 @@ def scores(graded):
 def test_the_baseline_scores_nothing_either_way(scores):
     judged, plain = scores
     for name in judged:
-        print(f"{name:<36} judged {judged[name]:g}   in the kernel {plain[name]:g}")
+        print(f"{name:<36} judged {judged[name]:g}   in the kernel "
+              + (f"{plain[name]:g}" if name in plain else "(not graded there)"))
     assert judged["baseline"] == plain["baseline"] == 0.0
 
 
@@ -309,7 +326,8 @@ def test_a7_message_counts_cannot_be_forged():
 # -- hostile submissions beside honest students (issue 15) -----------------------------------
 #
 # One class run grades every attack of tests/grading/attacks/hostile.py beside alice and bob,
-# under the small limits of hostile.COURSE_TOML; a second run grades alice and bob alone.
+# under the small limits of hostile.COURSE_TOML; a second run grades alice and bob alone
+# (tests/grading/conftest.py's hostile_class, graded once per session).
 # Every attack must be blocked with its reason recorded, and alice and bob must get exactly
 # the scores (cell by cell) they get alone.
 
@@ -318,35 +336,11 @@ from grader.grading.sandbox.outputs import CUT  # noqa: E402
 from tests.grading.attacks import hostile  # noqa: E402
 
 
-def _class(attacks: bool) -> Path:
-    course = Path(tempfile.mkdtemp(prefix="hostile-"))
-    shutil.copy(EXERCISES / "nbgrader_config.py", course)
-    (course / "course.toml").write_text(hostile.COURSE_TOML)
-    shutil.copytree(EXERCISES / "source" / A1, course / "source" / A1)
-    shutil.copytree(EXERCISES / "hidden", course / "hidden")
-    for s in ("alice", "bob"):
-        shutil.copytree(EXERCISES / "submitted" / s / A1, course / "submitted" / s / A1)
-    if attacks:
-        hostile.build(course)
-    return course
-
-
 @pytest.fixture(scope="module")
-def hostile_run():
-    """(the run with the attacks, alice and bob alone, the attack course, the temp folder the
-    run used: TMPDIR, where grading keeps its runtime folders)."""
-    scratch = Path(tempfile.mkdtemp(prefix="hostile-tmp-"))
-    course, alone = _class(True), _class(False)
-    from grader.grading.run.pipeline import grade_course
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TMPDIR", str(scratch))
-        mp.setattr(tempfile, "tempdir", str(scratch))
-        run = grade_course(course, workers=2, verbose=False)
-        solo = grade_course(alone, workers=2, verbose=False)
-    yield run, solo, course, scratch
-    for p in (course, alone, scratch):
-        shutil.rmtree(p, ignore_errors=True)
+def hostile_run(hostile_class):
+    """tests/grading/conftest.py's class: graded once, shared with test_feedback_browser.py
+    (its mallory is one more student beside alice and bob)."""
+    return hostile_class
 
 
 def _student(name: str) -> str:

@@ -12,13 +12,6 @@ import json
 import time
 from pathlib import Path
 
-# The flags of tests/test_browser.py: headless, and no background connections (the
-# machine's network is closed).
-CHROME_FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-                "--window-size=1400,1000")
-
 _FETCH = """
 const [method, url, body, ctype, done] = arguments;
 const m = document.cookie.match(/(?:^|;\\s*)_xsrf=([^;]+)/);

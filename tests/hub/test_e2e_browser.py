@@ -37,7 +37,7 @@ import nbformat
 import pytest
 from selenium.webdriver.common.keys import Keys
 
-from tests.hub.browser import CHROME_FLAGS, HubBrowser, retry
+from tests.hub.browser import HubBrowser, retry
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(900)]
 
@@ -95,21 +95,11 @@ def hub(chromium, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def browser(chromium, hub, tmp_path_factory):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
+def browser(chrome, hub):
+    from tests.chrome import fresh
 
-    binary, driver = chromium
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = binary
-    for flag in (*CHROME_FLAGS, f"--user-data-dir={tmp_path_factory.mktemp('chrome-profile')}"):
-        opts.add_argument(flag)
-    drv = webdriver.Chrome(service=Service(driver), options=opts)
-    drv.set_page_load_timeout(120)
-    try:
-        yield HubBrowser(drv, hub.url, hub.password, hub.root / "screenshots")
-    finally:
-        drv.quit()
+    drv = fresh(chrome, page_load_timeout=120)
+    yield HubBrowser(drv, hub.url, hub.password, hub.root / "screenshots")
 
 
 def _solutions(source: Path) -> dict[str, dict[str, str]]:

@@ -68,13 +68,11 @@ def hub(chromium, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def browser(chromium, hub, tmp_path_factory):
-    d = payloads.driver(chromium, tmp_path_factory.mktemp("chrome-profile"))
-    d.set_page_load_timeout(120)
-    try:
-        yield HubBrowser(d, hub.url, hub.password, hub.root / "screenshots")
-    finally:
-        d.quit()
+def browser(chrome, hub):
+    from tests.chrome import fresh
+
+    d = fresh(chrome, page_load_timeout=120)
+    yield HubBrowser(d, hub.url, hub.password, hub.root / "screenshots")
 
 
 def _submit(hub, listener) -> Path:

@@ -4,7 +4,8 @@ Mallory submits alice's correct assignment 1 plus every payload of tests/grading
 (script tags, ``onerror``/``onload``/``ontoggle`` handlers, ``javascript:`` links, an
 ``iframe srcdoc``, HTML, markdown, SVG and JavaScript outputs, a PNG whose data breaks out of
 its attribute, an "isolated" HTML output) beside honest content. ``make grade``'s pipeline
-(sandboxed kernel, judge, feedback) grades it. Chromium opens the feedback page served over
+(sandboxed kernel, judge, feedback) grades it, in the class tests/grading/conftest.py shares
+with test_attacks.py (beside alice and the hostile submissions). Chromium opens the feedback page served over
 HTTP, clicks every link, and sees no payload run (no title change, nothing in
 ``window.pwned``, no request to the listener) while the honest content renders and the
 score is alice's. The control: the same autograded notebook rendered with nbgrader's feedback
@@ -12,11 +13,8 @@ template as it ships (no sanitizing, no policy) runs them in the same browser.
 """
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
 
-import nbformat
 import pytest
 
 from grader.grading.submission.sanitize import meta_policy
@@ -30,39 +28,18 @@ A1 = "a1_independent_ops"
 
 
 @pytest.fixture(scope="module")
-def listener():
-    lst = payloads.Listener()
-    yield lst
-    lst.close()
+def graded(hostile_class):
+    """(the course, the run): mallory graded in tests/grading/conftest.py's shared class,
+    beside alice (and the hostile attacks), under that class's limits."""
+    run, _, course, _ = hostile_class
+    return course, run
 
 
 @pytest.fixture(scope="module")
-def graded(listener):
-    from grader.grading.run.pipeline import grade_course
+def browser(chrome):
+    from tests.chrome import fresh
 
-    course = Path(tempfile.mkdtemp(prefix="course-xss-"))
-    try:
-        shutil.copy(EXERCISES / "nbgrader_config.py", course)
-        if (EXERCISES / "hidden").is_dir():       # the hidden checks the test cells call
-            shutil.copytree(EXERCISES / "hidden", course / "hidden")
-        shutil.copytree(EXERCISES / "source" / A1, course / "source" / A1)
-        for student, extra in (("alice", []), ("mallory", payloads.cells(listener.url))):
-            nb = nbformat.read(EXERCISES / "submitted" / "alice" / A1 / f"{A1}.ipynb", as_version=4)
-            nb.cells += extra
-            (course / "submitted" / student / A1).mkdir(parents=True)
-            nbformat.write(nb, course / "submitted" / student / A1 / f"{A1}.ipynb")
-        run = grade_course(course, cell_timeout=60, notebook_timeout=600, memory_gb=2.5,
-                           verbose=False)
-        yield course, run
-    finally:
-        shutil.rmtree(course, ignore_errors=True)
-
-
-@pytest.fixture(scope="module")
-def browser(chromium, tmp_path_factory):
-    d = payloads.driver(chromium, tmp_path_factory.mktemp("chrome-profile"))
-    yield d
-    d.quit()
+    return fresh(chrome)
 
 
 def _stock_feedback(course: Path) -> Path:

@@ -91,10 +91,10 @@ def listener():
 
 
 @pytest.fixture(scope="module")
-def browser(chromium, tmp_path_factory):
-    d = payloads.driver(chromium, tmp_path_factory.mktemp("chrome-profile"))
-    yield d
-    d.quit()
+def browser(chrome):
+    from tests.chrome import fresh
+
+    return fresh(chrome)
 
 
 def _page_scripts_ran(d) -> dict:
