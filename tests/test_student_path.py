@@ -65,7 +65,10 @@ def test_a_downloaded_notebook_sets_itself_up_and_its_public_checks_run(version,
     if version == "3.12" and os.environ.get("COURSE_STUDENT_PATH_312") != "1":
         pytest.skip(PY312_COST)
     wheel = build_wheel(ROOT, tmp_path / "nb", tmp_path / "cache")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    # a student's machine: none of this process's Python or grading variables (nbgrader's
+    # in-process autograde leaves NBGRADER_EXECUTION set here, and the hand-in then skips)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "VIRTUAL_ENV") and not k.startswith("NBGRADER_")}
     # no machine of the project reaches PyTorch's own index: fail at once, do not retry
     env.update(PIP_RETRIES="0", PIP_TIMEOUT="5", PIP_DISABLE_PIP_VERSION_CHECK="1")
     venv = tmp_path / "student"

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests.grading.run.terminal import as_at_a_terminal
 from sqlalchemy import create_engine, text
 
 from grader.grading.config import load
@@ -257,7 +259,8 @@ def test_a_ledger_created_first_leaves_nbgrader_a_versioned_gradebook(db_url):
 # -- real processes ---------------------------------------------------------------------
 def _spawn(db_url: str, host: str, log: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "tests.grading.ledger_worker", db_url, host,
-                             str(log), "0.08", "3", *extra], cwd=ROOT)
+                             str(log), "0.08", "3", *extra], cwd=ROOT,
+                            preexec_fn=as_at_a_terminal)
 
 
 def _lines(log: Path) -> list[list[str]]:

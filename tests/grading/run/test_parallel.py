@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.grading.run.terminal import as_at_a_terminal
+
 from grader.grading.config import load
 from grader.grading.run.ledger import Ledger
 from grader.grading.run.pipeline import grade_course
@@ -71,7 +73,7 @@ def _start(course: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "grader.grading", "--course", str(course),
                              "--workers", "2", "--cell-timeout", "30"], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=as_at_a_terminal)
 
 
 def _wait_done(course: Path, at_least: int, proc: subprocess.Popen, timeout: float = 240) -> int:
