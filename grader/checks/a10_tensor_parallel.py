@@ -197,9 +197,7 @@ def run_program(fns: list[Callable] | dict, inputs: list[dict], framework: str, 
         return (f"deadlock: rank(s) {exc.ranks} were still waiting after {timeout:.0f} s and were "
                 "stopped (did one rank all-reduce where the other did not?)")
     except RankFailed as exc:
-        lines = [l for l in exc.detail.splitlines() if l.strip() and not l.startswith("---")]
-        last = next((l for l in reversed(lines) if "Error" in l or "Exception" in l), lines[-1] if lines else "")
-        return f"rank {exc.rank} failed: {last.strip()}"
+        return f"rank {exc.rank} failed: {exc.last_error_line()}"
     for rank, log in enumerate(logs):
         if "error" in log:
             return f"rank {rank} raised: {log['error'].splitlines()[0]}"

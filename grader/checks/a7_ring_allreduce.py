@@ -95,9 +95,7 @@ def run_ring(fn: Callable, world: int, length: int, framework: str = "torch",
         return (f"deadlock: rank(s) {exc.ranks} were still waiting after {timeout:.0f} s and were "
                 "stopped")
     except RankFailed as exc:
-        lines = [l for l in exc.detail.splitlines() if l.strip() and not l.startswith("---")]
-        last = next((l for l in reversed(lines) if "Error" in l or "Exception" in l), lines[-1] if lines else "")
-        return f"rank {exc.rank} failed: {last.strip()}"
+        return f"rank {exc.rank} failed: {exc.last_error_line()}"
     for rank, log in enumerate(logs):
         if "error" in log:
             return f"rank {rank} raised: {log['error'].splitlines()[0]}"

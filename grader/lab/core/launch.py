@@ -43,6 +43,14 @@ class RankFailed(RuntimeError):
         super().__init__(f"{head}:\n{detail}")
         self.rank, self.detail, self.failure = rank, detail, failure
 
+    def last_error_line(self) -> str:
+        """The rank's own last line that names an error (else its last line): what a check
+        quotes to a student."""
+        lines = [l for l in self.detail.splitlines() if l.strip() and not l.startswith("---")]
+        last = next((l for l in reversed(lines) if "Error" in l or "Exception" in l),
+                    lines[-1] if lines else "")
+        return last.strip()
+
 
 class RankTimeout(TimeoutError):
     def __init__(self, ranks: list[int], timeout: float, detail: str) -> None:
