@@ -27,8 +27,9 @@ could take it over. What a judge that is taken over has:
   course folder is never imported); and no variable but those the checks use (no database
   URL, no hub password);
 - **limits**: ``RLIMIT_DATA`` (:data:`JUDGE_MEMORY_BYTES`), ``RLIMIT_NPROC``,
-  ``RLIMIT_NOFILE``, ``RLIMIT_FSIZE``, ``RLIMIT_CPU``, no core files (no control group of
-  its own yet: see GRADING.md's known limits);
+  ``RLIMIT_NOFILE``, ``RLIMIT_FSIZE``, ``RLIMIT_CPU``, no core files; the grading process
+  puts each judge process in a control group with the job's memory limit
+  (:class:`grader.grading.judge.process.JudgeProcess`);
 - **ranks only through a gate**: an a7 check starts student ranks in sandboxes of their own,
   which needs root; the judge asks a small root process it forked before the switch
   (:mod:`grader.grading.judge.rankgate`), which starts only that command, only for a fresh

@@ -64,6 +64,7 @@ from nbclient.exceptions import DeadKernelError
 from nbclient.util import run_sync
 from nbformat import NotebookNode
 from nbformat.v4 import new_output
+from traitlets import Integer
 
 from ..sandbox import crashes, rank
 from ..sandbox.crashes import GuardedExecute
@@ -95,6 +96,11 @@ class JudgedExecute(GuardedExecute):
     """nbgrader's ``Execute`` (with :class:`GuardedExecute`'s crash handling) that runs test
     cells in a judge process of this notebook's own; see the module docstring."""
 
+    judge_memory_bytes = Integer(0, help="memory limit of the control group each judge "
+                                 "process runs in, with what it starts (0: none)").tag(config=True)
+    judge_processes = Integer(0, help="process limit of that group (0: the judge's "
+                              "RLIMIT_NPROC)").tag(config=True)
+
     def preprocess(self, nb, resources=None, km=None):
         course = self.config.get("CourseDirectory", {})
         course_id = course.get("course_id", "default_course")
@@ -106,7 +112,9 @@ class JudgedExecute(GuardedExecute):
         # judge process registers it (grader.grading.hidden)
         root = str(course.get("root") or os.getcwd())
         self._judge_process = (JudgeProcess(course_root=root,
-                                            kernel_folder=os.path.abspath(self._folder))
+                                            kernel_folder=os.path.abspath(self._folder),
+                                            memory_bytes=self.judge_memory_bytes,
+                                            processes=self.judge_processes)
                                if self._roles else None)
         try:
             return super().preprocess(nb, resources, km)
@@ -202,7 +210,13 @@ class JudgedExecute(GuardedExecute):
                 try:
                     return judge.receive(), False
                 except (EOFError, OSError, ValueError) as e:
+                    over = judge.hit_memory_limit()
                     judge.kill()
+                    if over:
+                        return _judge_failed(
+                            "the judge's work for this cell went over the job's memory "
+                            f"limit ({self.judge_memory_bytes / 2**30:g} GiB) and was "
+                            "ended"), False
                     return _judge_failed(f"the judge process ended without an answer ({e!r})"), False
             if not await self._alive():
                 judge.kill()

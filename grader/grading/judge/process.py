@@ -20,7 +20,7 @@ checks and NumPy once (:data:`PRELOAD`): a judge process costs a fork, not the s
 importing them. It dies with its server. It starts as the worker's user (root under ``make
 grade``) and runs the instructor's locked cells so; before its first test cell it gives that
 up for good (:mod:`grader.grading.judge.confine`: an unprivileged uid, limits, a clean path, a
-folder of its own).
+folder of its own); from its start it runs in a control group with the job's memory limit.
 """
 from __future__ import annotations
 
@@ -209,8 +209,14 @@ class JudgeProcess:
     the locked cells again. Only :meth:`prepare` may block (on a start): call it off the
     event loop."""
 
-    def __init__(self, course_root: str | None = None, kernel_folder: str | None = None) -> None:
+    def __init__(self, course_root: str | None = None, kernel_folder: str | None = None,
+                 memory_bytes: int = 0, processes: int = 0) -> None:
+        """``memory_bytes`` (with ``processes``): each judge process, and what it starts,
+        runs in a control group of its own with these limits, the job's (0: none; so too
+        where this machine allows no control group: its rlimits alone then apply)."""
         away = [os.getcwd(), course_root or "", kernel_folder or ""]
+        self._limits = (int(memory_bytes), int(processes))
+        self._box: Any = None
         self._hello = {"env": confine.clean_env(dict(os.environ)), "cwd": "/",
                        "path": confine.clean_path(list(sys.path), away, (0, os.geteuid())),
                        "course_root": course_root, "tmp": None}
@@ -239,10 +245,33 @@ class JudgeProcess:
             # a pidfd names this process even after its pid is reused (it is the server's
             # child, not ours: we cannot reap it)
             self._pidfd = os.pidfd_open(proc.pid)
+            self._box = self._boxed(proc.pid)
+            # the child waits for this before it runs anything: it is in its group by then
             parent.send_bytes(json.dumps(self._hello).encode())
             self._proc, self._conn = proc, parent
         except BaseException as e:  # noqa: BLE001 - raised by the next prepare()
             self._failure = e
+
+    def _boxed(self, pid: int):
+        """The control group of judge process ``pid`` (``None``: no limits asked for, or
+        none allowed here). Named ``course-judge-<pid>-<this pid>`` so that a grading
+        process killed before it removed its groups has them swept by the next."""
+        from ..sandbox import bounds
+
+        memory, processes = self._limits
+        if memory <= 0:
+            return None
+        bounds.sweep("course-judge-")
+        box = bounds.Box.create(f"course-judge-{pid}-{os.getpid()}", memory,
+                                processes or confine.JUDGE_PROCESSES)
+        if box is not None:
+            box.add(pid)
+        return box
+
+    def hit_memory_limit(self) -> bool:
+        """Whether the judge's work ended because its group reached the job's memory limit
+        (ask before :meth:`kill`, which removes the group)."""
+        return self._box is not None and self._box.hit_memory_limit()
 
     def _started(self) -> bool:
         return self._starting is not None and not self._starting.is_alive()
@@ -302,6 +331,9 @@ class JudgeProcess:
             os.close(pidfd)
         if self._conn is not None:
             self._conn.close()
+        if self._box is not None:
+            self._box.remove()
+            self._box = None
         if self._hello.get("tmp"):
             import shutil
 

@@ -275,6 +275,8 @@ def autograde_config(limits: Limits, executor: type | None = None, trace_file: P
     c.GuardedExecute.folder_files = limits.kernel_files
     c.GuardedExecute.folder_bytes = int(limits.kernel_disk_mb * 2**20)
     c.BoundOutputs.output_bytes = int(limits.output_mb * 2**20)
+    # the judge's work for this notebook (JudgedExecute) under the job's memory limit too
+    c.JudgedExecute.judge_memory_bytes = int(limits.memory_gb * 2**30)
     if trace_file is not None:
         c.GuardedExecute.trace_file = str(trace_file)
     if skip:

@@ -81,8 +81,8 @@ def test_names_the_judge_lacks_come_from_the_kernel_and_builtins_never_do():
 
 
 def test_the_autograde_config_puts_judged_execute_in_nbgraders_chain_under_the_limits(tmp_path):
-    c = crashes.autograde_config(Limits(cell_timeout_s=7, output_mb=1.0), JudgedExecute,
-                                 tmp_path / "trace", [(6, "cell 7")])
+    c = crashes.autograde_config(Limits(cell_timeout_s=7, output_mb=1.0, memory_gb=1.5),
+                                 JudgedExecute, tmp_path / "trace", [(6, "cell 7")])
     chain = c.Autograde.autograde_preprocessors
     assert JudgedExecute in chain and crashes.GuardedExecute not in chain
     assert issubclass(JudgedExecute, crashes.GuardedExecute)
@@ -90,6 +90,8 @@ def test_the_autograde_config_puts_judged_execute_in_nbgraders_chain_under_the_l
     judged = JudgedExecute(config=c)
     assert (judged.timeout, judged.trace_file, judged.skip_cells, judged.output_bytes) == (
         7, str(tmp_path / "trace"), "6", 2**20)
+    # and the job's memory limit reaches the judge's control group (test_process.py)
+    assert judged.judge_memory_bytes == int(1.5 * 2**30)
 
 
 # ---- every answer of the check suites, through the channel ----------------------------------

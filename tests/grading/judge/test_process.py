@@ -3,6 +3,7 @@ notebook's own that answers in bounded JSON, and that the grading process can ki
 what it started, when a cell does not come back; the next cell gets a fresh one."""
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import threading
@@ -123,5 +124,55 @@ def test_a_kernel_that_never_opens_the_channel_gives_a_timeout(tmp_path):
     try:
         got = test_cell(jp, tmp_path, ".never.sock", "1", seconds=1)
         assert got["timeout"] and got["error"]["ename"] == "RemoteTimeout"
+    finally:
+        jp.close()
+
+
+def _group_of(pid: int) -> str | None:
+    """The memory control group (v1) or the unified group (v2) of ``pid``."""
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(",") or controllers == "":
+            if "course-judge-" in path:
+                return path
+    return None
+
+
+def test_each_judge_process_runs_in_a_group_with_the_jobs_memory_limit(kernel, tmp_path):
+    """The judge's work for a student is bounded as a whole, like the student's kernel: a
+    check that builds a value larger than the job's memory limit ends that judge process
+    (its group's limit, not the machine's memory), the worker learns why, the group is
+    removed with the process, and a fresh judge judges the next cell."""
+    from grader.grading.sandbox import bounds
+
+    probe = bounds.Box.create(f"course-judge-probe-{os.getpid()}", 2**28, 64)
+    if probe is None:
+        pytest.skip("this machine allows the grading process no control group")
+    probe.remove()
+    jp = JudgeProcess(memory_bytes=256 * 2**20)
+    try:
+        got = test_cell(jp, tmp_path, kernel(), "answer()")
+        assert got["value"] == "41"
+        pid = jp._proc.pid
+        group = _group_of(pid)
+        assert group is not None and group.endswith(f"course-judge-{pid}-{os.getpid()}")
+        limit = next(d for d in jp._box.dirs.values() if (d / "memory.limit_in_bytes").exists()
+                     or (d / "memory.max").exists())
+        name = "memory.limit_in_bytes" if (limit / "memory.limit_in_bytes").exists() else "memory.max"
+        assert int((limit / name).read_text()) == 256 * 2**20
+        # 600 MB written: under the judge's RLIMIT_DATA (3 GiB), over the group's 256 MiB
+        jp.send({"op": "test", "source": "big = b'x' * (600 * 2**20)\nlen(big)",
+                 "filename": "<test cell>", "folder": str(tmp_path), "socket": kernel(),
+                 "deadline": time.monotonic() + 60})
+        end = time.monotonic() + 90
+        while not jp.poll() and time.monotonic() < end:
+            time.sleep(0.05)
+        with pytest.raises((EOFError, OSError)):
+            jp.receive()
+        assert jp.hit_memory_limit()
+        jp.kill()
+        assert not limit.exists() and not running(pid)
+        got = test_cell(jp, tmp_path, kernel(), "answer() + 1")
+        assert got["value"] == "42" and _group_of(jp._proc.pid) is not None
     finally:
         jp.close()
