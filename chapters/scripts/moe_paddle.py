@@ -146,18 +146,15 @@ def try_alltoall(world):
         return f"{type(err).__name__}: {str(err).strip().splitlines()[0]}"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", default=None, help="JSON file rank 0 writes")
-    parser.add_argument("--device", default="cpu")
-    args = parser.parse_args()
-    paddle.set_device(args.device)
-    dist.init_parallel_env()
+def experiment(device: str = "cpu", out_file: str | None = None) -> None:
+    """dist.alltoall tried, then the layer at each capacity factor against one process,
+    on the parallel environment already started; rank 0 prints a line for each and
+    writes `out_file` (JSON)."""
     rank, world = dist.get_rank(), dist.get_world_size()
     local = EXPERTS // world                        # experts per rank
     alltoall = try_alltoall(world)
     if rank == 0:
-        print(f"dist.alltoall on {args.device}: {alltoall}")
+        print(f"dist.alltoall on {device}: {alltoall}")
     with paddle.no_grad():    # the MoE layer's input: TinyGPT's embedded first batch
         tokens = TinyGPT().embed(batch(0)[0]).reshape([-1, WIDTH])  # [512, 64]
     target = paddle.to_tensor(np.random.default_rng(2).standard_normal(
@@ -204,12 +201,22 @@ def main() -> None:
                   f"sent to each expert {sent_all}, kept {kept_all}, dropped "
                   f"{sum(sent_all) - sum(kept_all)}; largest difference from one "
                   f"process (output and gradients) {worst:.1e}")
-    if rank == 0 and args.out:
-        os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-        with open(args.out, "w") as f:
+    if rank == 0 and out_file:
+        os.makedirs(os.path.dirname(out_file) or ".", exist_ok=True)
+        with open(out_file, "w") as f:
             json.dump({"framework": "Paddle", "world": world, "experts": EXPERTS,
                        "top_k": TOP_K, "tokens_per_rank": per_rank, "width": WIDTH,
                        "alltoall": alltoall, "runs": runs}, f)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default=None, help="JSON file rank 0 writes")
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+    paddle.set_device(args.device)
+    dist.init_parallel_env()
+    experiment(args.device, args.out)
 
 
 if __name__ == "__main__":

@@ -116,14 +116,11 @@ def moe_reference(x, router, experts, capacity):
     return combine(y, token, slot, gate, x.shape[0]), sent, held
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", default=None, help="JSON file rank 0 writes")
-    parser.add_argument("--device", default="cpu")
-    args = parser.parse_args()
-    dist.init_process_group("gloo" if args.device == "cpu" else "nccl")
+def experiment(device: str = "cpu", out_file: str | None = None) -> None:
+    """The layer at each capacity factor against one process, on the process group
+    already started; rank 0 prints a line for each and writes `out_file` (JSON)."""
     rank, world = dist.get_rank(), dist.get_world_size()
-    device = torch.device("cpu" if args.device == "cpu"
+    device = torch.device("cpu" if device == "cpu"
                           else f"cuda:{os.environ['LOCAL_RANK']}")
     torch.set_default_device(device)   # every tensor and layer below on this device
     local = EXPERTS // world                        # experts per rank
@@ -171,12 +168,21 @@ def main() -> None:
                   f"sent to each expert {sent_all}, kept {kept_all}, dropped "
                   f"{sum(sent_all) - sum(kept_all)}; largest difference from one "
                   f"process (output and gradients) {diff:.1e}")
-    if rank == 0 and args.out:
-        os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-        with open(args.out, "w") as f:
+    if rank == 0 and out_file:
+        os.makedirs(os.path.dirname(out_file) or ".", exist_ok=True)
+        with open(out_file, "w") as f:
             json.dump({"framework": "PyTorch", "world": world, "experts": EXPERTS,
                        "top_k": TOP_K, "tokens_per_rank": per_rank, "width": WIDTH,
                        "runs": runs}, f)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default=None, help="JSON file rank 0 writes")
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+    dist.init_process_group("gloo" if args.device == "cpu" else "nccl")
+    experiment(args.device, args.out)
     dist.destroy_process_group()
 
 

@@ -149,13 +149,9 @@ def try_ring_flash_attention(q, k, v, world):
         return f"{type(err).__name__}: {str(err).strip().splitlines()[0]}", None
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", default=None, help="JSON file rank 0 writes")
-    parser.add_argument("--device", default="cpu")
-    args = parser.parse_args()
-    paddle.set_device(args.device)
-    dist.init_parallel_env()
+def experiment(device: str = "cpu", out_file: str | None = None) -> None:
+    """The three configurations and Paddle's RingFlashAttention, on the parallel
+    environment already started; rank 0 prints a line for each and writes `out_file`."""
     rank, world = dist.get_rank(), dist.get_world_size()
     rng = np.random.default_rng(0)              # the same q, k, v on every rank
     q, k, v = paddle.to_tensor(rng.standard_normal((3, HEADS, SEQ, HEAD_DIM),
@@ -191,14 +187,24 @@ def main() -> None:
                   f"full attention {worst:.1e}")
     ring, ring_diff = try_ring_flash_attention(q, k, v, world)
     if rank == 0:
-        print(f"RingFlashAttention on {args.device}: {ring}")
-    if rank == 0 and args.out:
-        os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-        with open(args.out, "w") as f:
+        print(f"RingFlashAttention on {device}: {ring}")
+    if rank == 0 and out_file:
+        os.makedirs(os.path.dirname(out_file) or ".", exist_ok=True)
+        with open(out_file, "w") as f:
             json.dump({"framework": "Paddle", "world": world, "seq": SEQ,
                        "heads": HEADS, "head_dim": HEAD_DIM, "chunk": c,
                        "runs": runs, "ring_flash_attention": ring,
                        "ring_flash_attention_diff": ring_diff}, f)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default=None, help="JSON file rank 0 writes")
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+    paddle.set_device(args.device)
+    dist.init_parallel_env()
+    experiment(args.device, args.out)
 
 
 if __name__ == "__main__":

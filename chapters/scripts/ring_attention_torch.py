@@ -145,15 +145,12 @@ def try_context_parallel(q, k, v, world):
         return f"{type(err).__name__}: {str(err).strip().splitlines()[0]}", (None, None)
 
 
-def main() -> None:
+def experiment(device: str = "cpu", out_file: str | None = None) -> None:
+    """The three configurations and PyTorch's own context parallelism, on the process
+    group already started; rank 0 prints a line for each and writes `out_file`."""
     global DEVICE
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", default=None, help="JSON file rank 0 writes")
-    parser.add_argument("--device", default="cpu")
-    args = parser.parse_args()
-    dist.init_process_group("gloo" if args.device == "cpu" else "nccl")
     rank, world = dist.get_rank(), dist.get_world_size()
-    DEVICE = "cpu" if args.device == "cpu" else f"cuda:{os.environ['LOCAL_RANK']}"
+    DEVICE = "cpu" if device == "cpu" else f"cuda:{os.environ['LOCAL_RANK']}"
     torch.manual_seed(0)                    # the same q, k, v on every rank
     if DEVICE != "cpu":
         torch.cuda.set_device(DEVICE)
@@ -190,15 +187,24 @@ def main() -> None:
     cp, cp_diff = try_context_parallel(q, k, v, world)
     if rank == 0:
         print(f"torch.distributed.tensor.experimental.context_parallel on "
-              f"{args.device}: {cp}")
-        if args.out:
-            os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-            with open(args.out, "w") as f:
+              f"{device}: {cp}")
+        if out_file:
+            os.makedirs(os.path.dirname(out_file) or ".", exist_ok=True)
+            with open(out_file, "w") as f:
                 json.dump({"framework": "PyTorch", "world": world, "seq": SEQ,
                            "heads": HEADS, "head_dim": HEAD_DIM, "chunk": c,
                            "runs": runs, "context_parallel": cp,
-                       "context_parallel_diff": cp_diff[0],
-                       "context_parallel_local_diff": cp_diff[1]}, f)
+                           "context_parallel_diff": cp_diff[0],
+                           "context_parallel_local_diff": cp_diff[1]}, f)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default=None, help="JSON file rank 0 writes")
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+    dist.init_process_group("gloo" if args.device == "cpu" else "nccl")
+    experiment(args.device, args.out)
     dist.destroy_process_group()
 
 

@@ -1,6 +1,7 @@
-"""Launching a chapter script of the context/expert page as the page does (torchrun or
-paddle's launcher, gloo, one thread per rank), through ``_run``; the JSON it wrote and
-rank 0's printed lines come back."""
+"""Launching the context/expert page's driver as the page does (torchrun or paddle's
+launcher, gloo, one thread per rank), through ``_run``: it runs the ring and then the
+mixture of experts in one launch; both JSON files and rank 0's printed lines come
+back."""
 from __future__ import annotations
 
 import json
@@ -10,15 +11,16 @@ from pathlib import Path
 from ._run import BIN, SCRIPTS, run
 
 
-def run_script(script: str, ranks: int, tmp: Path) -> tuple[dict, str]:
-    out = tmp / "run.json"
+def run_driver(script: str, ranks: int, tmp: Path) -> tuple[dict, dict, str]:
+    """context_expert_{torch,paddle}.py: the ring's JSON, the MoE's, rank 0's lines."""
+    ring, moe = tmp / "ring.json", tmp / "moe.json"
     if script.endswith("_torch.py"):
         cmd = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", str(ranks)]
     else:
         cmd = [sys.executable, "-m", "paddle.distributed.launch", "--log_level", "ERROR",
                "--nproc_per_node", str(ranks), "--log_dir", str(tmp / "log")]
-    done = run(cmd + [str(SCRIPTS / script), "--out", str(out)], cwd=SCRIPTS,
-               timeout=400, PYTHONWARNINGS="ignore")
+    done = run(cmd + [str(SCRIPTS / script), "--ring-out", str(ring), "--moe-out",
+                      str(moe)], cwd=SCRIPTS, timeout=400, PYTHONWARNINGS="ignore")
     log = done.stdout if script.endswith("_torch.py") else \
         (tmp / "log" / "workerlog.0").read_text()
-    return json.loads(out.read_text()), log
+    return json.loads(ring.read_text()), json.loads(moe.read_text()), log
