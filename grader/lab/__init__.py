@@ -62,6 +62,24 @@ def paddle_cpu_wheel() -> str | None:
     return version
 
 
+def torch_cpu_wheel() -> str | None:
+    """The version of PyTorch's CPU-only wheel (its local version label is ``+cpu``:
+    built without CUDA or ROCm, it sees no GPU anywhere) when that is what is installed
+    and PyTorch is not imported yet; otherwise None. As with Paddle's, the hardware line
+    then reads it from the package's metadata instead of importing PyTorch."""
+    import importlib.metadata
+    import importlib.util
+    import sys
+
+    if "torch" in sys.modules or importlib.util.find_spec("torch") is None:
+        return None
+    try:
+        version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    return version if version.endswith("+cpu") else None
+
+
 def hardware_summary(page: str | None = None) -> str:
     """One line saying where this page's outputs were computed; with ``page`` (a chapter's
     name), also which of its GPU cells replay a recorded GPU run, from which machine."""
@@ -70,6 +88,9 @@ def hardware_summary(page: str | None = None) -> str:
     for fw in FRAMEWORKS:
         if fw == "paddle" and (cpu_wheel := paddle_cpu_wheel()):
             lines.append(f"  PaddlePaddle {cpu_wheel}: no GPU")
+            continue
+        if fw == "torch" and (cpu_wheel := torch_cpu_wheel()):
+            lines.append(f"  PyTorch {cpu_wheel}: no GPU")
             continue
         try:
             be = get_backend(fw)

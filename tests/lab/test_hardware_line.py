@@ -4,6 +4,8 @@ import importlib.util
 import subprocess
 import sys
 
+import pytest
+
 from grader.lab import hardware_summary
 
 
@@ -59,3 +61,19 @@ def test_paddles_cpu_wheel_is_named_without_importing_paddle():
     assert out.count("False") == 2 and out[-1] == "False"
     assert f"  PaddlePaddle {paddle.__version__}: no GPU" in out
     assert any(line.startswith("  Paddle GPU cells (") for line in out)
+
+
+def test_torchs_cpu_wheel_is_named_without_importing_torch():
+    # PyTorch's CPU wheel (version label +cpu) sees no GPU either: with or without a
+    # page, the line reads it from the metadata and the kernel does not import PyTorch.
+    import torch
+
+    if not torch.__version__.endswith("+cpu"):
+        pytest.skip(f"PyTorch {torch.__version__} is not the CPU-only wheel")
+    code = ("import sys; from grader.lab import hardware_summary; "
+            "print(hardware_summary('context_expert')); print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out[-1] == "False"
+    assert f"  PyTorch {torch.__version__}: no GPU" in out
+    assert any(line.startswith("  PyTorch GPU cells (") for line in out)

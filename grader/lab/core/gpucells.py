@@ -190,13 +190,15 @@ def source_digest(cell: Cell, read: Any = None) -> str:
 
 
 def gpu_count(framework: str) -> int:
+    from grader.lab import paddle_cpu_wheel, torch_cpu_wheel  # (it imports this module)
     try:
         if framework == "torch":
+            if torch_cpu_wheel():   # a CPU-only wheel: no GPU, and no import (seconds
+                return 0            # of CPU) in a kernel that never uses it
             import torch
             return torch.cuda.device_count() if torch.cuda.is_available() else 0
-        from grader.lab import paddle_cpu_wheel    # (grader.lab imports this module)
-        if paddle_cpu_wheel():      # Paddle's CPU-only wheel: no GPU, and no import
-            return 0                # (seconds of CPU) in a kernel that never uses it
+        if paddle_cpu_wheel():
+            return 0
         import paddle
         if not paddle.device.is_compiled_with_cuda():
             return 0
