@@ -12,6 +12,10 @@ STAMP  := $(VENV)/.installed
 GPU    ?= 0
 PADDLE_GPU_INDEX ?=
 PYTEST_ARGS ?=
+# make test and test-fast share TEST_PROCS processes (pytest-xdist; how: tests/groups.py);
+# TEST_PROCS=0 runs the tests in one process.
+TEST_PROCS ?= 2
+XDIST := $(if $(filter 0,$(TEST_PROCS)),,-n $(TEST_PROCS) --dist loadgroup --no-loadscope-reorder)
 
 .PHONY: help install book test test-fast bench gpu-check browser-deps grade-deps lock clean clean-book grade hub hub-deps sandbox-deps
 
@@ -39,10 +43,10 @@ book: $(STAMP)
 	$(PY) -m grader.build
 
 test: $(STAMP) browser-deps hub-deps grade-deps
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) bench/cpu_workers.py

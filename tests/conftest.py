@@ -4,7 +4,9 @@ Session-scoped, so that the suite pays for them once (tests/README.md, "Test sui
 ``built_book`` (the executed book) and ``chrome`` (one headless Chromium for every browser
 test module; each module takes it through ``fresh_chrome``, with tests/chrome.py's ``fresh``, which
 clears what the module before it left: cookies, cache, the console log, timeouts, window).
-Graded classes shared by several modules are in tests/grading/conftest.py."""
+Graded classes shared by several modules are in tests/grading/conftest.py. How `make test`
+shares its two processes (each module, or each group of modules using one of these
+session fixtures, runs whole in one process): tests/groups.py."""
 from __future__ import annotations
 
 import os
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+BOOK_BUILD_TIMEOUT_S = 3600   # a clean executed build: ~7 min quiet, over 10 min seen when busy
 
 
 def _gpus() -> int:
@@ -27,7 +30,17 @@ def _gpus() -> int:
         return 0
 
 
+@pytest.hookimpl(tryfirst=True)   # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
+    if config.pluginmanager.hasplugin("xdist") and config.getoption("dist") == "loadgroup":
+        from tests import groups
+
+        groups.assign(items)    # make test's two processes: tests/groups.py
+    for item in items:
+        if "built_book" in getattr(item, "fixturenames", ()):
+            # its first user may build the whole book (a clone where `make book` did not run
+            # first): minutes more than the suite's per-test limit on a busy machine
+            item.add_marker(pytest.mark.timeout(BOOK_BUILD_TIMEOUT_S))
     n = _gpus()
     for item in items:
         if "multi_gpu" in item.keywords and n < 2:
