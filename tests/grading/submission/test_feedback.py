@@ -70,3 +70,42 @@ def test_a_feedback_page_that_never_ends_is_stopped():
 @pytest.mark.parametrize("fn", [lambda: 1 / 0, lambda: __import__("os")._exit(3)])
 def test_a_feedback_page_that_fails_is_none(fn):
     assert in_child(fn, timeout=30) is None
+
+
+def _course_feedback_app(tmp_path):
+    import shutil
+
+    from grader.grading.run.item import api
+    from grader.grading.submission.feedback import OneStudentFeedback
+
+    for name in ("nbgrader_config.py", "course.toml"):
+        shutil.copy(ROOT / "exercises" / name, tmp_path)
+    return OneStudentFeedback(api(tmp_path))
+
+
+def _page_of(exporter, nb):
+    resources = {"nbgrader": {"notebook": "student", "score": 1, "max_score": 2, "late_penalty": 0}}
+    import re
+
+    page = exporter.from_notebook_node(nb, resources)[0]
+    return re.sub(r"nonce[-=\"]+[A-Za-z0-9_-]+", "nonce-N", page)   # one per page (the CSP's)
+
+
+def test_the_feedback_exporter_is_warmed_and_a_page_is_the_same_as_without(tmp_path):
+    """The worker's exporter renders a small notebook before its first page (so that its
+    children do not load the lexer, the included templates and the sanitizer each time);
+    the student's page is the one a fresh exporter writes (byte for byte, but for the
+    page's own CSP nonce), and holds nothing of the warm-up notebook."""
+    from grader.grading.submission.feedback import warm_exporter
+
+    fb = _course_feedback_app(tmp_path)
+    assert fb.warm is True               # a warm-up that failed would only cost time: say so
+    nb = _notebook()
+    nb.cells[1].metadata["nbgrader"]["score"] = 0
+    warmed = fb.app.exporter_class(parent=fb.app, config=fb.app.config)
+    assert warm_exporter(warmed) is True
+    cold = fb.app.exporter_class(parent=fb.app, config=fb.app.config)
+    page = _page_of(warmed, nb)
+    assert page == _page_of(cold, nb)
+    assert "[FAIL] check_secret" in page
+    assert "Warm-up" not in page and "warm_test" not in page and "math.sqrt" not in page
