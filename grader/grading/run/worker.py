@@ -36,6 +36,13 @@ import traceback
 from dataclasses import asdict
 from pathlib import Path
 
+if __name__ == "__main__":
+    # nbformat imports jsonschema, which builds rfc3987_syntax's Lark grammar when imported:
+    # about 1 s of CPU per worker, for jsonschema's "iri" format checks, which nothing here
+    # uses (nbformat validates notebooks with fastjsonschema). Without the module jsonschema
+    # leaves those two checks out, as it does wherever rfc3987_syntax is not installed.
+    sys.modules.setdefault("rfc3987_syntax", None)   # type: ignore[arg-type]
+
 from ..sandbox import procs
 from ..config import GradingConfig, load, with_overrides
 from .item import GradingFault, Outcome, grade_one, log_name, max_score
