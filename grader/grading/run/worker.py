@@ -78,6 +78,34 @@ def sandbox_setup(cfg: GradingConfig, slot: int, runtime: Path):
     return setup.prepare(cfg.limits, cfg.sandbox, slot, runtime)
 
 
+def share_gradebook_engines() -> dict:
+    """Give this process's nbgrader ``Gradebook`` objects one SQLAlchemy engine per database
+    URL instead of a new one each (returns the engines, by URL and options).
+
+    nbgrader opens a ``Gradebook`` many times per notebook (its autograde converter and
+    preprocessors, the judge's cell roles, the scores, the feedback's grades), and each made
+    an engine of its own: its dialect set up again and every query compiled again (SQLAlchemy
+    caches compiled SQL per engine), about 10 ms of CPU per open. A ``Gradebook`` still
+    connects, checks its tables and its course on every open, and its ``close`` still
+    returns the connections (``Engine.dispose``); only the engine (the compiled queries,
+    the dialect) is kept. A forked child (a feedback page's) starts with a pool of its own
+    and never uses the parent's connections."""
+    import nbgrader.api as nbapi
+
+    engines: dict = {}
+    make = nbapi.create_engine
+
+    def shared(url, **kw):
+        key = (str(url), repr(sorted(kw.items())))
+        if key not in engines:
+            engines[key] = make(url, **kw)
+        return engines[key]
+
+    nbapi.create_engine = shared
+    os.register_at_fork(after_in_child=lambda: [e.dispose(close=False) for e in engines.values()])
+    return engines
+
+
 class _Renewer(threading.Thread):
     def __init__(self, ledger, job, owner: str) -> None:
         super().__init__(daemon=True)
@@ -134,6 +162,7 @@ def _serve(a, cfg: GradingConfig, only, events, runtime: Path) -> int:
     from . import item  # noqa: F401
     from ..judge import executor, process  # noqa: F401
     process.warm()
+    share_gradebook_engines()
     from .ledger import Ledger
 
     with open(cfg.course / ".grading.lock", "a") as lock:   # wait for the set-up to finish
