@@ -11,6 +11,7 @@ import pytest
 
 PROBE = """
 import os, runpy, sys
+db = sys.argv[1]
 sys.argv = ["worker", "--help"]
 try:
     runpy.run_module("grader.grading.run.worker", run_name="__main__")
@@ -32,7 +33,7 @@ print(sys.modules.get("rfc3987_syntax", "absent") is None, "jsonschema" in sys.m
 print("=== engines")
 from nbgrader.api import Gradebook
 from grader.grading.run.worker import share_gradebook_engines
-url = "sqlite:///" + sys.argv[1]
+url = "sqlite:///" + db
 engines = share_gradebook_engines()
 with Gradebook(url, "c") as gb:
     gb.add_student("ann")
