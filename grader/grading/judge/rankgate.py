@@ -18,7 +18,8 @@ folder (mode 0600, the judge uid's) and does one thing per connection:
   relay killed it), it kills the rank. Either way it removes the folder.
 
 So the judge can have root start nothing but what the student's own kernel already is: the
-student's code, as the slot's uid, in a sandbox. The gate dies with the judge.
+student's code, as the slot's uid, in a sandbox. The gate dies with the judge (a pipe's end
+of file, not only the parent-death signal, which a judge without root cannot send it).
 """
 from __future__ import annotations
 
@@ -49,10 +50,16 @@ def start(settings_file: str, tmp: str, judge_uid: int) -> str:
     os.chmod(path, 0o600)
     srv.listen(16)
     tmp_fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    # The gate must die with the judge. PR_SET_PDEATHSIG alone does not do it: the kernel
+    # sends that signal with the dying parent's credentials, and a judge that gave root up
+    # may not signal a root process (the gates outlived their judges, one per notebook). So
+    # the judge also holds the write end of a pipe that nothing ever writes: when the judge
+    # is gone, the gate reads its end of file and exits.
+    alive_r, alive_w = os.pipe()
     pid = os.fork()
     if pid == 0:                            # the gate
         try:
-            keep = {srv.fileno(), tmp_fd, 0, 1, 2}
+            keep = {srv.fileno(), tmp_fd, alive_r, 0, 1, 2}
             for name in os.listdir("/proc/self/fd"):
                 fd = int(name)
                 if fd not in keep:
@@ -61,6 +68,7 @@ def start(settings_file: str, tmp: str, judge_uid: int) -> str:
                     except OSError:
                         pass
             _die_with_parent()
+            threading.Thread(target=_exit_at_eof, args=(alive_r,), daemon=True).start()
             with open(settings_file) as f:
                 settings = json.load(f)
             _serve(srv, tmp, tmp_fd, settings, judge_uid, settings_file)
@@ -68,7 +76,36 @@ def start(settings_file: str, tmp: str, judge_uid: int) -> str:
             os._exit(0)
     srv.close()
     os.close(tmp_fd)
+    os.close(alive_r)
+    _HELD.append(alive_w)                   # kept open for the judge's life, never written
     return path
+
+
+_HELD: list[int] = []
+
+
+def _exit_at_eof(fd: int) -> None:
+    """In the gate: end it (and, through their parent-death signal, the rank launchers it
+    started) once every holder of the pipe's write end, the judge, is gone."""
+    while True:
+        try:
+            if not os.read(fd, 1):
+                break
+        except InterruptedError:
+            continue
+        except OSError:
+            break
+    for proc in list(_LIVE):                # (a launcher ends its rank and group on it)
+        proc.terminate()
+    for proc in list(_LIVE):
+        try:
+            proc.wait(5)
+        except Exception:  # noqa: BLE001 - ending anyway
+            proc.kill()
+    os._exit(0)
+
+
+_LIVE: set = set()                          # in the gate: the rank launchers running now
 
 
 def _die_with_parent() -> None:
@@ -141,6 +178,7 @@ def _one(conn: socket.socket, tmp: str, tmp_fd: int, settings: dict, judge_uid: 
             out = [sys.executable, "-c", _RUN, settings_file, json.dumps(out)]
         proc = subprocess.Popen(out, stdin=fds[0], stdout=fds[1], stderr=fds[2], cwd="/",
                                 close_fds=True)
+        _LIVE.add(proc)
         for fd in fds:
             os.close(fd)
         fds = []
@@ -160,6 +198,7 @@ def _one(conn: socket.socket, tmp: str, tmp_fd: int, settings: dict, judge_uid: 
 
         threading.Thread(target=watch, daemon=True).start()
         code = proc.wait()
+        _LIVE.discard(proc)
         try:
             conn.sendall(json.dumps({"code": code}).encode())
         except OSError:

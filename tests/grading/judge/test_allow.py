@@ -353,3 +353,51 @@ def test_the_rank_gate_starts_a_rank_only_in_a_fresh_folder_of_the_judges_and_fo
     assert out["link"][0] != 0 and "refused" in out["link"][2], out["link"]
     assert out["elsewhere"][0] != 0 and "refused" in out["elsewhere"][2], out["elsewhere"]
     assert not out["good_left"] and out["etc_mode"] == etc_before   # removed; /etc untouched
+
+
+ORPHAN_SCRIPT = r'''
+import json, os, sys, tempfile, time
+from grader.grading.judge import rankgate
+settings = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+settings.write("{}"); settings.close()
+tmp = tempfile.mkdtemp(prefix="course-judge-", dir="/tmp")
+r, w = os.pipe()
+judge = os.fork()
+if judge == 0:                      # the judge: forks its gate as root, then gives root up
+    os.close(r)
+    rankgate.start(settings.name, tmp, 65534)
+    gate = open(f"/proc/self/task/{os.getpid()}/children").read().split()
+    os.write(w, json.dumps(gate).encode())
+    os.setgroups([]); os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534)
+    time.sleep(0.5)
+    os._exit(0)                     # the judge ends (killed or done: the same for the gate)
+os.close(w)
+gate = int(json.loads(os.read(r, 4096))[0])
+os.waitpid(judge, 0)
+end = time.monotonic() + 20
+while os.path.exists(f"/proc/{gate}") and time.monotonic() < end:
+    try:                            # reap it if it became ours (a subreaper), else wait
+        os.waitpid(gate, os.WNOHANG)
+    except ChildProcessError:
+        pass
+    time.sleep(0.1)
+alive = os.path.exists(f"/proc/{gate}") and open(f"/proc/{gate}/stat").read().split(")")[-1].split()[0] != "Z"
+if alive:
+    os.kill(gate, 9)
+os.unlink(settings.name)
+import shutil; shutil.rmtree(tmp, ignore_errors=True)
+print(json.dumps({"gate_outlived_its_judge": alive}))
+'''
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the rank gate is root's: a judge gives root up")
+def test_the_rank_gate_ends_with_a_judge_that_gave_root_up():
+    """The parent-death signal is sent with the dying judge's credentials, which may not
+    signal root: before the gate watched a pipe, every judge left its root gate behind."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", ORPHAN_SCRIPT], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"gate_outlived_its_judge": False}
