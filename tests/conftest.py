@@ -36,13 +36,12 @@ def pytest_collection_modifyitems(config, items):
         from tests import groups
 
         groups.assign(items)    # make test's two processes: tests/groups.py
+    n = _gpus()
     for item in items:
         if "built_book" in getattr(item, "fixturenames", ()):
             # its first user may build the whole book (a clone where `make book` did not run
             # first): minutes more than the suite's per-test limit on a busy machine
             item.add_marker(pytest.mark.timeout(BOOK_BUILD_TIMEOUT_S))
-    n = _gpus()
-    for item in items:
         if "multi_gpu" in item.keywords and n < 2:
             item.add_marker(pytest.mark.skip(reason=f"needs 2 GPUs, this machine has {n}"))
         elif "gpu" in item.keywords and n < 1:

@@ -9,7 +9,7 @@ import platform
 from .core.backends import FRAMEWORKS, get_backend
 from .core.bench import Benchmark, Stats, measure
 from .core.devices import (Device, DevicePlan, close_workers, cpu_cores, get_devices, load_line,
-                      plan_devices, standin_devices)
+                      paddle_cpu_wheel, plan_devices, standin_devices, torch_cpu_wheel)
 from .core.launch import RankFailed, RankTimeout, launch
 from .core.timeline import Interval, Timeline
 
@@ -36,48 +36,6 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
-
-
-def paddle_cpu_wheel() -> str | None:
-    """The version of Paddle's CPU-only wheel (``paddlepaddle``, built without CUDA: it
-    sees no GPU anywhere) when that is what is installed and Paddle is not imported yet;
-    otherwise None. The hardware line then reads it from the package's metadata instead
-    of importing Paddle (seconds of CPU) in a kernel that may never use it."""
-    import importlib.metadata
-    import importlib.util
-    import sys
-
-    if "paddle" in sys.modules or importlib.util.find_spec("paddle") is None:
-        return None
-    try:
-        version = importlib.metadata.version("paddlepaddle")
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    for gpu_wheel in ("paddlepaddle-gpu", "paddlepaddle-dcu", "paddlepaddle-xpu"):
-        try:
-            importlib.metadata.version(gpu_wheel)
-            return None             # a GPU build is installed too: ask Paddle itself
-        except importlib.metadata.PackageNotFoundError:
-            pass
-    return version
-
-
-def torch_cpu_wheel() -> str | None:
-    """The version of PyTorch's CPU-only wheel (its local version label is ``+cpu``:
-    built without CUDA or ROCm, it sees no GPU anywhere) when that is what is installed
-    and PyTorch is not imported yet; otherwise None. As with Paddle's, the hardware line
-    then reads it from the package's metadata instead of importing PyTorch."""
-    import importlib.metadata
-    import importlib.util
-    import sys
-
-    if "torch" in sys.modules or importlib.util.find_spec("torch") is None:
-        return None
-    try:
-        version = importlib.metadata.version("torch")
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    return version if version.endswith("+cpu") else None
 
 
 def hardware_summary(page: str | None = None) -> str:

@@ -178,6 +178,7 @@ class _Process(ForkServerProcess):
 
 
 _CONTEXT: Any = None
+_SWEPT = False       # the groups of judges whose grading process was killed: swept once
 
 
 def _context():
@@ -258,10 +259,13 @@ class JudgeProcess:
         process killed before it removed its groups has them swept by the next."""
         from ..sandbox import bounds
 
+        global _SWEPT
         memory, processes = self._limits
         if memory <= 0:
             return None
-        bounds.sweep("course-judge-")
+        if not _SWEPT:                     # once per grading process, not per judge
+            bounds.sweep("course-judge-")
+            _SWEPT = True
         box = bounds.Box.create(f"course-judge-{pid}-{os.getpid()}", memory,
                                 processes or confine.JUDGE_PROCESSES)
         if box is not None:

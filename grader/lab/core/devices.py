@@ -29,7 +29,7 @@ from .workers import Future, Ref, TaskRecord, Worker
 
 __all__ = ["DevicePlan", "Device", "GpuDevice", "HostDevice", "WorkerDevice",
            "get_devices", "standin_devices", "plan_devices", "close_workers", "cpu_cores",
-           "load_line"]
+           "load_line", "paddle_cpu_wheel", "torch_cpu_wheel"]
 
 
 @runtime_checkable
@@ -352,3 +352,41 @@ def get_devices(n: int = 2, framework: str = "torch", *, gpu_count: int | None =
     if verbose:
         print(plan.describe())
     return plan
+
+
+def _unimported_version(module: str, dist: str) -> str | None:
+    """``dist``'s installed version while ``module`` is installed but not imported yet
+    (None otherwise): read from the package's metadata, which costs no import."""
+    import importlib.metadata
+    import importlib.util
+    import sys
+
+    if module in sys.modules or importlib.util.find_spec(module) is None:
+        return None
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def paddle_cpu_wheel() -> str | None:
+    """The version of Paddle's CPU-only wheel (``paddlepaddle``, built without CUDA: it
+    sees no GPU anywhere) when that is what is installed and Paddle is not imported yet;
+    otherwise None. The hardware line then reads it from the package's metadata instead
+    of importing Paddle (seconds of CPU) in a kernel that may never use it."""
+    version = _unimported_version("paddle", "paddlepaddle")
+    if version is None:
+        return None
+    for gpu_wheel in ("paddlepaddle-gpu", "paddlepaddle-dcu", "paddlepaddle-xpu"):
+        if _unimported_version("paddle", gpu_wheel) is not None:
+            return None             # a GPU build is installed too: ask Paddle itself
+    return version
+
+
+def torch_cpu_wheel() -> str | None:
+    """The version of PyTorch's CPU-only wheel (its local version label is ``+cpu``:
+    built without CUDA or ROCm, it sees no GPU anywhere) when that is what is installed
+    and PyTorch is not imported yet; otherwise None. As with Paddle's, the hardware line
+    then reads it from the package's metadata instead of importing PyTorch."""
+    version = _unimported_version("torch", "torch")
+    return version if version is not None and version.endswith("+cpu") else None

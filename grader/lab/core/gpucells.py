@@ -190,7 +190,7 @@ def source_digest(cell: Cell, read: Any = None) -> str:
 
 
 def gpu_count(framework: str) -> int:
-    from grader.lab import paddle_cpu_wheel, torch_cpu_wheel  # (it imports this module)
+    from .devices import paddle_cpu_wheel, torch_cpu_wheel
     try:
         if framework == "torch":
             if torch_cpu_wheel():   # a CPU-only wheel: no GPU, and no import (seconds
