@@ -47,6 +47,7 @@ from pathlib import Path
 from ..config import GradingConfig, load, with_overrides
 from .item import Outcome, api, submission_sha256
 from .progress import Progress, summary
+from .spawn import Spawner
 from ..sandbox import procs
 from ..submission import intake
 
@@ -174,19 +175,25 @@ def _neutralise(path: Path) -> None:
 
 
 class _Worker:
-    def __init__(self, cfg: GradingConfig, slot: int, overrides: dict, only: list | None) -> None:
+    """One grading worker: forked by the spawner (:mod:`.spawn`) where there is one that
+    runs, else a process of its own; ``proc`` answers as a ``subprocess.Popen`` does."""
+
+    def __init__(self, cfg: GradingConfig, slot: int, overrides: dict, only: list | None,
+                 spawner: Spawner | None = None) -> None:
         self.slot = slot
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{slot}"
         self.runtime = tempfile.mkdtemp(prefix=f"grading-slot{slot}-")
         r, w = os.pipe()
         log = open(cfg.course / "reports" / "logs" / f"worker-{slot}.log", "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "grader.grading.run.worker", "--course", str(cfg.course),
-             "--slot", str(slot), "--owner", self.owner, "--events", str(w),
-             "--overrides", json.dumps(overrides), "--only", json.dumps(only) if only else "",
-             "--runtime", self.runtime],
-            cwd=cfg.course, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            pass_fds=(w,), start_new_session=True)
+        argv = ["--course", str(cfg.course), "--slot", str(slot), "--owner", self.owner,
+                "--overrides", json.dumps(overrides), "--only", json.dumps(only) if only else "",
+                "--runtime", self.runtime]
+        self.proc = spawner.worker(argv, log.fileno(), w) if spawner is not None else None
+        if self.proc is None:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "grader.grading.run.worker", *argv, "--events", str(w)],
+                cwd=cfg.course, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                pass_fds=(w,), start_new_session=True)
         log.close()
         os.close(w)
         self.events = os.fdopen(r, "r")
@@ -194,8 +201,11 @@ class _Worker:
         self.started = 0.0
 
     def stop(self, sig: int) -> None:
+        pid = self.proc.pid
+        if pid <= 1:                 # the spawner could not start it: nothing to signal
+            return
         try:
-            os.killpg(self.proc.pid, sig)
+            os.killpg(pid, sig)
         except ProcessLookupError:
             pass
 
@@ -206,7 +216,7 @@ class _Worker:
 
 
 def _run_workers(cfg: GradingConfig, workers: list[_Worker], overrides: dict, only: list | None,
-                 progress: Progress | None, ledger) -> None:
+                 progress: Progress | None, ledger, spawner: Spawner | None = None) -> None:
     # the worker's own watchdogs (the notebook, then its feedback page) act first
     deadline = cfg.limits.notebook_timeout_s + cfg.limits.feedback_timeout_s + 120
     try:
@@ -261,7 +271,7 @@ def _run_workers(cfg: GradingConfig, workers: list[_Worker], overrides: dict, on
                     if progress:
                         progress.finished(w.slot, o)
                     workers.remove(w)
-                    workers.append(_Worker(cfg, w.slot, overrides, only))
+                    workers.append(_Worker(cfg, w.slot, overrides, only, spawner))
     except BaseException:
         for w in workers:                 # Ctrl-C: workers hand their jobs back
             w.stop(signal.SIGTERM)
@@ -274,6 +284,19 @@ def _run_workers(cfg: GradingConfig, workers: list[_Worker], overrides: dict, on
                 w.proc.wait()
             w.ended()
         raise
+
+
+def _spawner(cfg: GradingConfig, n: int) -> Spawner | None:
+    """The process the ``n`` workers are forked from (:mod:`.spawn`: their imports once, not
+    ``n`` times); None for a single worker, or where it cannot start (each worker then
+    starts as a process of its own)."""
+    if n < 2:
+        return None
+    try:
+        return Spawner(cfg.course, cfg.course / "reports" / "logs" / "spawner.log")
+    except OSError as e:
+        print(f"grading workers start one by one: the spawner did not start ({e})", file=sys.stderr)
+        return None
 
 
 def grade_course(course: str | Path = "exercises", *, only_students: list[str] | None = None,
@@ -310,65 +333,71 @@ def grade_course(course: str | Path = "exercises", *, only_students: list[str] |
     only = None if (only_students is None and only_assignments is None) else [list(x) for x in scope]
     n = max(1, min(cfg.workers, len(scope)))
     workers: list[_Worker] = []
+    spawner: Spawner | None = None
     try:
-        with _course_lock(course):
-            # Workers start now: they load nbgrader and the sandbox while the set-up runs, and
-            # take jobs once it releases the lock.
-            if len({(r["student"], r["assignment"]) for r in ledger.results()} & set(scope)) < len(scope):
-                workers = [_Worker(cfg, k, overrides, only) for k in range(n)]
-            nbg = api(course)
-            digest = {a: _assignment_digest(course, a) for a in names}
-            for a in names:  # before any autograde; again only when the source changed, so a
-                # second grading machine does not rewrite what the first is grading with
-                stamp = course / "reports" / "generated" / f"{a}.sha256"
-                if stamp.exists() and stamp.read_text() == digest[a] and _in_gradebook(cfg, a) \
-                        and (course / "release" / a).is_dir():
-                    continue
-                res = nbg.generate_assignment(a, force=True)
-                if not res["success"]:
-                    raise RuntimeError(f"generate_assignment {a} failed:\n{res.get('error', '')[-3000:]}")
-                stamp.parent.mkdir(exist_ok=True)
-                stamp.write_text(digest[a])
-            if regrade:
-                for s, a in scope:
-                    ledger.forget(student=s, assignment=a)
-            ledger.sync([(s, a, hashlib.sha256((submission_sha256(course, s, a, cfg.submission)
-                                                + digest[a]).encode()).hexdigest())
-                         for s, a in scope])
-            ledger.release_dead(socket.gethostname(), procs.alive)
-
-    except BaseException:
-        for w in workers:               # interrupted during the set-up
-            w.stop(signal.SIGKILL)
-            w.proc.wait()
-            w.ended()
-        raise
-    done_before = {(r["student"], r["assignment"]) for r in ledger.results()}
-    todo = [x for x in scope if x not in done_before]
-    progress = Progress(len(scope), len(scope) - len(todo)) if verbose else None
-    if not todo:
-        for w in workers:
-            w.stop(signal.SIGTERM)
-            w.proc.wait()
-            w.ended()
-    else:
         try:
-            while True:
-                workers = workers or [_Worker(cfg, k, overrides, only) for k in range(n)]
-                _run_workers(cfg, workers, overrides, only, progress, ledger)
-                workers = []
-                done = {(r["student"], r["assignment"]) for r in ledger.results()}
-                left = [x for x in scope if x not in done]
-                if not left:
-                    break
-                # Jobs another grading machine is working on: wait for them (or for their
-                # lease to run out, when a worker here takes them over).
+            with _course_lock(course):
+                # Workers start now: they load nbgrader and the sandbox while the set-up runs, and
+                # take jobs once it releases the lock.
+                if len({(r["student"], r["assignment"]) for r in ledger.results()} & set(scope)) < len(scope):
+                    spawner = _spawner(cfg, n)
+                    workers = [_Worker(cfg, k, overrides, only, spawner) for k in range(n)]
+                nbg = api(course)
+                digest = {a: _assignment_digest(course, a) for a in names}
+                for a in names:  # before any autograde; again only when the source changed, so a
+                    # second grading machine does not rewrite what the first is grading with
+                    stamp = course / "reports" / "generated" / f"{a}.sha256"
+                    if stamp.exists() and stamp.read_text() == digest[a] and _in_gradebook(cfg, a) \
+                            and (course / "release" / a).is_dir():
+                        continue
+                    res = nbg.generate_assignment(a, force=True)
+                    if not res["success"]:
+                        raise RuntimeError(f"generate_assignment {a} failed:\n{res.get('error', '')[-3000:]}")
+                    stamp.parent.mkdir(exist_ok=True)
+                    stamp.write_text(digest[a])
+                if regrade:
+                    for s, a in scope:
+                        ledger.forget(student=s, assignment=a)
+                ledger.sync([(s, a, hashlib.sha256((submission_sha256(course, s, a, cfg.submission)
+                                                    + digest[a]).encode()).hexdigest())
+                             for s, a in scope])
+                ledger.release_dead(socket.gethostname(), procs.alive)
+
+        except BaseException:
+            for w in workers:               # interrupted during the set-up
+                w.stop(signal.SIGKILL)
+                w.proc.wait()
+                w.ended()
+            raise
+        done_before = {(r["student"], r["assignment"]) for r in ledger.results()}
+        todo = [x for x in scope if x not in done_before]
+        progress = Progress(len(scope), len(scope) - len(todo)) if verbose else None
+        if not todo:
+            for w in workers:
+                w.stop(signal.SIGTERM)
+                w.proc.wait()
+                w.ended()
+        else:
+            try:
+                while True:
+                    workers = workers or [_Worker(cfg, k, overrides, only, spawner) for k in range(n)]
+                    _run_workers(cfg, workers, overrides, only, progress, ledger, spawner)
+                    workers = []
+                    done = {(r["student"], r["assignment"]) for r in ledger.results()}
+                    left = [x for x in scope if x not in done]
+                    if not left:
+                        break
+                    # Jobs another grading machine is working on: wait for them (or for their
+                    # lease to run out, when a worker here takes them over).
+                    if progress:
+                        progress.note(f"waiting for {len(left)} submissions being graded elsewhere")
+                    time.sleep(WAIT_S)
+            finally:
                 if progress:
-                    progress.note(f"waiting for {len(left)} submissions being graded elsewhere")
-                time.sleep(WAIT_S)
-        finally:
-            if progress:
-                progress.close()
+                    progress.close()
+    finally:
+        if spawner is not None:
+            spawner.close()
     results = {(r["student"], r["assignment"]): Outcome.from_dict(r) for r in ledger.results()}
     _, rejected = _rejected(cfg, who, names)
     _write_reports(cfg, list(results.values()) + rejected)

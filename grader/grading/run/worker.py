@@ -92,6 +92,8 @@ def share_gradebook_engines() -> dict:
     and never uses the parent's connections."""
     import nbgrader.api as nbapi
 
+    if hasattr(nbapi.create_engine, "engines"):   # done already (in the spawner: .spawn)
+        return nbapi.create_engine.engines
     engines: dict = {}
     make = nbapi.create_engine
 
@@ -101,6 +103,7 @@ def share_gradebook_engines() -> dict:
             engines[key] = make(url, **kw)
         return engines[key]
 
+    shared.engines = engines
     nbapi.create_engine = shared
     os.register_at_fork(after_in_child=lambda: [e.dispose(close=False) for e in engines.values()])
     return engines
