@@ -236,7 +236,12 @@ def _run_workers(cfg: GradingConfig, workers: list[_Worker], overrides: dict, on
                                              f"code {w.proc.returncode}) while grading it")
                             if progress:
                                 progress.running.pop(w.slot, None)
-                        if w.proc.returncode not in (0, None) and progress is not None:
+                        failed = getattr(w.proc, "failed", None)   # the spawner did not start it
+                        if failed and progress is not None:
+                            print(f"\nworker {w.slot} did not start: {failed} (see "
+                                  "reports/logs/spawner.log); workers start as processes of "
+                                  "their own now", file=sys.stderr)
+                        elif w.proc.returncode not in (0, None) and progress is not None:
                             print(f"\nworker {w.slot} stopped with exit code {w.proc.returncode}; see "
                                   f"reports/logs/worker-{w.slot}.log", file=sys.stderr)
                         continue

@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 
 MAX_MESSAGE = 1 << 16
+ANSWER_S = 120.0   # the longest the pipeline waits for a worker's pid (the spawner loads first)
 
 
 def _send(sock: socket.socket, msg: dict, fds: list[int] = ()) -> None:
@@ -186,11 +187,14 @@ class Spawner:
         return True
 
     def _resolve(self, f: Forked) -> None:
-        while f in self._pending and self._pump(None):
-            pass
-        if f in self._pending:      # the spawner ended before answering
+        end = time.monotonic() + ANSWER_S
+        while f in self._pending:
+            left = end - time.monotonic()
+            if left <= 0 or not self._pump(left):
+                break
+        if f in self._pending:      # the spawner ended (or never answered)
             self._pending.remove(f)
-            f.failed = self.dead
+            f.failed = self.dead or f"the spawner did not answer within {ANSWER_S:g} s"
 
     def _exit_code(self, pid: int, timeout: float) -> int | None:
         end = time.monotonic() + timeout
@@ -225,6 +229,10 @@ def warm(course: Path) -> None:
     import nbgrader.converters.autograde  # noqa: F401
     import nbgrader.preprocessors  # noqa: F401
 
+    import nbgrader.api
+    from sqlalchemy.orm import configure_mappers
+
+    configure_mappers()         # the gradebook's ORM set up (else at each worker's first query)
     process._context()          # imports grader.checks; the fork server starts in each worker
     worker.share_gradebook_engines()
     cfg = load(course)

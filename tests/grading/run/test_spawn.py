@@ -5,6 +5,7 @@ pipeline), its exit status reaches the pipeline, and a pipeline whose spawner is
 its workers as processes of their own."""
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import os
 import select
@@ -138,3 +139,33 @@ def test_without_a_spawner_the_pipeline_starts_its_workers_as_processes_of_their
 
 def test_a_single_worker_needs_no_spawner(course):
     assert pipeline._spawner(load(course), 1) is None
+
+
+def test_a_spawner_that_cannot_load_fails_its_workers_clearly_and_the_pipeline_goes_on(tmp_path):
+    broken = tmp_path / "course"
+    (broken / "reports" / "logs").mkdir(parents=True)
+    shutil.copy(EXERCISES / "nbgrader_config.py", broken)
+    (broken / "course.toml").write_text("[limits]\nmemory_gb = 'a lot'\n")
+    s = Spawner(broken, broken / "reports" / "logs" / "spawner.log")
+    try:
+        f, events = _ask(s, broken, 0, tmp_path / "w.log")
+        try:
+            assert f.wait(timeout=60) == 1 and f.failed == "the spawner ended"
+            assert _eof_within(events, 10)        # the pipeline sees this worker end
+        finally:
+            os.close(events)
+        assert "memory_gb" in (broken / "reports" / "logs" / "spawner.log").read_text()
+        r, w = os.pipe()
+        try:
+            assert s.worker(["--help"], w, w) is None    # known gone: start workers alone
+        finally:
+            os.close(r)
+            os.close(w)
+    finally:
+        s.close()
+
+
+def test_a_course_folder_the_spawner_cannot_start_in_means_no_spawner(tmp_path, capsys):
+    cfg = dataclasses.replace(load(EXERCISES), course=tmp_path / "gone")
+    assert pipeline._spawner(cfg, 2) is None
+    assert "the spawner did not start" in capsys.readouterr().err
