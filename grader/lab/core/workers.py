@@ -332,6 +332,16 @@ class Worker:
             self._proc.kill()
             self._proc.wait(2)
         self._parent.close()
+        # its log goes with it (what it said that mattered was raised with a WorkerDied);
+        # the folder goes with the last worker that logged into it
+        try:
+            os.unlink(self.log_path)
+        except OSError:
+            pass
+        try:
+            os.rmdir(os.path.dirname(self.log_path))
+        except OSError:
+            pass
 
     @property
     def alive(self) -> bool:

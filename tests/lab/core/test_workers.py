@@ -61,3 +61,15 @@ def test_a_task_reading_a_failed_tasks_value_says_so(workers):
         w.submit(abs, bad).result(timeout=30)
     with pytest.raises(WorkerError):
         bad.result(timeout=30)
+
+
+def test_closing_the_workers_of_a_folder_removes_their_logs_and_the_folder(tmp_path):
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    pool = [Worker(i, 1, str(folder)) for i in range(2)]
+    assert sorted(p.name for p in folder.iterdir()) == ["worker0.log", "worker1.log"]
+    pool[0].close()
+    assert [p.name for p in folder.iterdir()] == ["worker1.log"]   # the other still logs
+    pool[1].close()
+    pool[1].close()                                              # twice: nothing to do
+    assert not folder.exists()
