@@ -18,7 +18,8 @@ score. With ``--feedback`` it also times plain ``nbgrader generate_feedback`` af
 ``autograde`` and prints the ratio against both together (what an instructor who wants
 feedback pages runs; the pipeline writes them); the issue's figure stays the first ratio.
 Run it on a quiet machine: ``python bench/grading_class.py`` (about 5 minutes for the
-defaults on 2 cores).
+defaults on 2 cores). Where the CPU goes, by kind of process: ``bench/grading_cpu.py`` around
+it, with ``--skip-plain`` or ``--skip-pipeline``.
 """
 from __future__ import annotations
 
@@ -98,6 +99,7 @@ def main() -> None:
     ap.add_argument("--broken-every", type=int, default=10,
                     help="every n-th student submits carol's broken notebooks (0: none)")
     ap.add_argument("--skip-plain", action="store_true", help="only time the pipeline")
+    ap.add_argument("--skip-pipeline", action="store_true", help="only time plain nbgrader")
     ap.add_argument("--repeats", type=int, default=1, help="runs of both, alternating; medians printed")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
     ap.add_argument("--feedback", action="store_true",
@@ -129,6 +131,8 @@ def main() -> None:
                     pages = plain_nbgrader(Path(tmp) / "plain", names, ("generate_feedback",))
                     print(f"[run {rep + 1}] plain nbgrader generate_feedback after it: {pages:.1f} s "
                           f"({load()})", flush=True)
+            if a.skip_pipeline:
+                continue
             t0 = time.perf_counter()
             run = grade_course(Path(tmp) / "ours", workers=a.workers, sandbox=a.sandbox,
                                verbose=not a.quiet)
