@@ -104,9 +104,11 @@ def main(argv: list[str]) -> int:
         pid, ut, st = f[6], f[10], f[11]
         comm = data[i + 48:i + 64].split(b"\0")[0].decode(errors="replace")
         name = names.get(pid, comm)
-        kind = next((k for k, pat in KINDS if pat and re.search(pat, name)), None)
-        if kind is None:
-            kind = KINDS[-1][0] if pid == proc.pid else f"other ({os.path.basename(name.split()[0])})"
+        if pid == proc.pid:
+            kind = KINDS[-1][0]
+        else:
+            kind = next((k for k, pat in KINDS if pat and re.search(pat, name)),
+                        f"other ({os.path.basename(name.split()[0])})")
         total[kind] += (_comp(ut) + _comp(st)) / 100
         count[kind] += 1
     print(f"wall clock {wall:.1f} s, exit code {rc}; {sum(count.values())} processes ended, "
