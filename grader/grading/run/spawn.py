@@ -120,7 +120,7 @@ class Forked:
 
 
 class Spawner:
-    """The pipeline's handle on the spawner process: :meth:`start` it, :meth:`worker` asks
+    """The pipeline's handle on the spawner process, which it starts: :meth:`worker` asks
     for a worker (answered lazily, so that the pipeline's set-up does not wait for the
     spawner's imports), :meth:`close` at the end."""
 
