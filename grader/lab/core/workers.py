@@ -93,7 +93,8 @@ def _serve(address: str, index: int, threads: int) -> None:
     while True:
         try:
             msg = conn.recv()
-        except (EOFError, OSError):  # the parent is gone
+        except (EOFError, OSError):  # the parent is gone (a kernel that ended): so is its log
+            _remove_log(os.path.dirname(address), index)
             exit_now()
         op, task_id = msg[0], msg[1]
         start = time.perf_counter_ns()
@@ -124,6 +125,18 @@ def _serve(address: str, index: int, threads: int) -> None:
         except BaseException as exc:  # report everything, including KeyboardInterrupt in fn
             failure = RemoteFailure.from_exception(exc).as_data()
             conn.send(("err", task_id, failure, start, time.perf_counter_ns()))
+
+
+def _remove_log(log_dir: str, index: int) -> None:
+    """Worker ``index``'s log, and the folder once no other worker logs there."""
+    try:
+        os.unlink(os.path.join(log_dir, f"worker{index}.log"))
+    except OSError:
+        pass
+    try:
+        os.rmdir(log_dir)
+    except OSError:
+        pass
 
 
 def _limit_threads(threads: int, done: set[str]) -> None:
@@ -334,14 +347,7 @@ class Worker:
         self._parent.close()
         # its log goes with it (what it said that mattered was raised with a WorkerDied);
         # the folder goes with the last worker that logged into it
-        try:
-            os.unlink(self.log_path)
-        except OSError:
-            pass
-        try:
-            os.rmdir(os.path.dirname(self.log_path))
-        except OSError:
-            pass
+        _remove_log(os.path.dirname(self.log_path), self.index)
 
     @property
     def alive(self) -> bool:

@@ -73,3 +73,28 @@ def test_closing_the_workers_of_a_folder_removes_their_logs_and_the_folder(tmp_p
     pool[1].close()
     pool[1].close()                                              # twice: nothing to do
     assert not folder.exists()
+
+
+def test_workers_whose_parent_is_killed_remove_their_logs_and_folder(tmp_path):
+    """A notebook's kernel that is killed never closes its workers: they see it gone."""
+    import subprocess
+    import sys
+    import time
+
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom grader.lab.core.workers import Worker\n"
+         f"pool = [Worker(i, 1, {str(folder)!r}) for i in range(2)]\n"
+         "print('up', flush=True)\ntime.sleep(600)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout.readline().strip() == "up"
+        assert len(list(folder.iterdir())) == 2
+        parent.kill()
+        parent.wait(30)
+        end = time.monotonic() + 30
+        while folder.exists() and time.monotonic() < end:
+            time.sleep(0.2)
+        assert not folder.exists()
+    finally:
+        parent.kill()
