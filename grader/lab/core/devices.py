@@ -25,7 +25,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 import numpy as np
 
 from .backends import get_backend
-from .workers import Future, Ref, TaskRecord, Worker
+from .workers import LOG_DIR_PREFIX, Future, Ref, TaskRecord, Worker, sweep_stale_logs
 
 __all__ = ["DevicePlan", "Device", "GpuDevice", "HostDevice", "WorkerDevice",
            "get_devices", "standin_devices", "plan_devices", "close_workers", "cpu_cores",
@@ -304,7 +304,9 @@ def _workers(n: int, fresh: bool) -> list[Worker]:
         pool = None
     if not pool:
         threads = max(1, cpu_cores() // n)
-        log_dir = tempfile.mkdtemp(prefix="course-workers-")
+        if not _WORKERS:    # this process's first pool: earlier kernels' folders go first
+            sweep_stale_logs()
+        log_dir = tempfile.mkdtemp(prefix=LOG_DIR_PREFIX)
         pool = [Worker(i, threads, log_dir) for i in range(n)]
         _WORKERS[n] = pool
     return pool

@@ -14,8 +14,11 @@ that raises comes back as :class:`WorkerError`, whose first line names the excep
 """
 from __future__ import annotations
 
+import fcntl
 import itertools
 import os
+import re
+import stat
 import pickle
 import secrets
 import subprocess
@@ -87,6 +90,10 @@ def _resolve(value: Any, store: dict[int, Any]) -> Any:
 
 def _serve(address: str, index: int, threads: int) -> None:
     """Entry point of a worker process (see :class:`Worker`)."""
+    try:   # held while this process lives: a folder whose logs nobody holds is stale
+        fcntl.flock(1, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        pass
     conn = Client(address, authkey=bytes.fromhex(sys.stdin.readline().strip()))
     store: dict[int, Any] = {}
     threads_set: set[str] = set()
@@ -139,6 +146,62 @@ def _remove_log(log_dir: str, index: int) -> None:
         pass
 
 
+LOG_DIR_PREFIX = "course-workers-"
+_LEFT = re.compile(r"worker\d+\.(log|sock)")
+
+
+def sweep_stale_logs(root: str | None = None, min_age_s: float = 120.0) -> int:
+    """Remove the ``course-workers-*`` folders in ``root`` (the temp folder) that no living
+    worker logs into: folders whose worker was killed with its kernel (a kernel stopped
+    with SIGKILL takes its workers along, and nobody removes their folder). A folder is
+    stale when it is this user's, older than ``min_age_s`` (a worker that is starting has
+    not locked its log yet), holds only worker logs and sockets, and every log can be
+    locked (a living worker holds a lock on its own). Never follows a link. Returns how
+    many folders went."""
+    root = root or tempfile.gettempdir()
+    gone = 0
+    try:
+        names = [n for n in os.listdir(root) if n.startswith(LOG_DIR_PREFIX)]
+    except OSError:
+        return 0
+    for name in names:
+        folder = os.path.join(root, name)
+        try:
+            st = os.lstat(folder)
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() \
+                    or time.time() - st.st_mtime < min_age_s:
+                continue
+            entries = os.listdir(folder)
+            if not all(_LEFT.fullmatch(e) for e in entries):
+                continue
+            if not all(_unheld(os.path.join(folder, e)) for e in entries if e.endswith(".log")):
+                continue
+            for e in entries:
+                os.unlink(os.path.join(folder, e))
+            os.rmdir(folder)
+            gone += 1
+        except OSError:
+            continue
+    return gone
+
+
+def _unheld(log: str) -> bool:
+    """Whether no process holds the lock a living worker keeps on its log (a link: held)."""
+    try:
+        fd = os.open(log, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def _limit_threads(threads: int, done: set[str]) -> None:
     """Cap the intra-op threads of each framework the task has imported, once each."""
     for name in ("torch", "paddle"):
@@ -168,7 +231,7 @@ class Worker:
     def __init__(self, index: int, threads: int = 1, log_dir: str | None = None,
                  start_timeout: float = 60.0) -> None:
         self.index, self.threads = index, threads
-        log_dir = log_dir or tempfile.mkdtemp(prefix="course-workers-")
+        log_dir = log_dir or tempfile.mkdtemp(prefix=LOG_DIR_PREFIX)
         self.log_path = os.path.join(log_dir, f"worker{index}.log")
         address = os.path.join(log_dir, f"worker{index}.sock")
         authkey = secrets.token_bytes(16)

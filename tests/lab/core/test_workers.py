@@ -1,3 +1,5 @@
+import os
+
 import numpy as np
 import pytest
 
@@ -98,3 +100,50 @@ def test_workers_whose_parent_is_killed_remove_their_logs_and_folder(tmp_path):
         assert not folder.exists()
     finally:
         parent.kill()
+
+
+def test_stale_log_folders_go_and_living_young_odd_or_linked_ones_stay(tmp_path):
+    """Kernels killed with their workers leave their folders; the next pool sweeps them."""
+    import fcntl
+    import time
+
+    from grader.lab.core.workers import sweep_stale_logs
+
+    def folder(name, files=("worker0.log",), age=3600):
+        d = tmp_path / f"course-workers-{name}"
+        d.mkdir()
+        for f in files:
+            (d / f).write_text("chatter\n")
+        os.utime(d, (time.time() - age, time.time() - age))
+        return d
+
+    stale = folder("stale", ("worker0.log", "worker1.log", "worker1.sock"))
+    held = folder("held")
+    young = folder("young", age=5)
+    odd = folder("odd", ("worker0.log", "notes.txt"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "worker0.log").write_text("x")
+    (tmp_path / "course-workers-link").symlink_to(elsewhere)
+    with open(held / "worker0.log") as lock:      # as a living worker holds its log
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        os.utime(held, (time.time() - 3600, time.time() - 3600))
+        assert sweep_stale_logs(str(tmp_path)) == 1
+    assert not stale.exists()
+    assert held.exists() and young.exists() and odd.exists()
+    assert (elsewhere / "worker0.log").exists()
+
+
+def test_a_living_worker_holds_its_log_so_its_folder_is_never_swept(tmp_path):
+    from grader.lab.core.workers import sweep_stale_logs
+
+    folder = tmp_path / "course-workers-live"
+    folder.mkdir()
+    w = Worker(0, 1, str(folder))
+    try:
+        assert w.submit(abs, -2).result(timeout=60) == 2
+        os.utime(folder, (0, 0))                  # as old as can be
+        assert sweep_stale_logs(str(tmp_path)) == 0 and (folder / "worker0.log").exists()
+    finally:
+        w.close()
+    assert not folder.exists()
