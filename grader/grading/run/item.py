@@ -385,16 +385,22 @@ def _ended(signal_name: str | None, cfg: GradingConfig) -> str:
     return why or "os._exit, a crash or a kill"
 
 
+def feedback_writer(course: Path):
+    """The course's feedback writer (templates compiled once), made on first use and kept
+    for the process's life (the spawner makes it before it forks the workers)."""
+    if course not in _FEEDBACK:
+        from ..submission.feedback import OneStudentFeedback
+        _FEEDBACK[course] = OneStudentFeedback(api(course))
+    return _FEEDBACK[course]
+
+
 def _feedback(cfg: GradingConfig, o: Outcome, logs: Path | None, notes: list[str]) -> None:
     """nbgrader's feedback page for one graded student (no kernel is involved), with a note
     of what was not read; when it cannot be written (in time), a page with the score."""
     course = cfg.course
-    if course not in _FEEDBACK:
-        from ..submission.feedback import OneStudentFeedback
-        _FEEDBACK[course] = OneStudentFeedback(api(course))
     folder = course / "feedback" / o.student / o.assignment
     workdir.keep_only(folder, set())           # nothing of an earlier grading stays
-    res = _FEEDBACK[course](o.assignment, o.student, cfg.limits.feedback_timeout_s)
+    res = feedback_writer(course)(o.assignment, o.student, cfg.limits.feedback_timeout_s)
     pages = list(folder.glob("*.html"))
     if res.get("success") and pages:
         _note_box(course, o, notes)

@@ -229,15 +229,13 @@ def warm(course: Path) -> None:
     import nbgrader.converters.autograde  # noqa: F401
     import nbgrader.preprocessors  # noqa: F401
 
-    import nbgrader.api
+    import nbgrader.api  # noqa: F401 - the gradebook's models, for configure_mappers
     from sqlalchemy.orm import configure_mappers
 
     configure_mappers()         # the gradebook's ORM set up (else at each worker's first query)
     process._context()          # imports grader.checks; the fork server starts in each worker
     worker.share_gradebook_engines()
-    cfg = load(course)
-    from ..submission.feedback import OneStudentFeedback
-    item._FEEDBACK[cfg.course] = OneStudentFeedback(item.api(cfg.course))
+    item.feedback_writer(load(course).course)
 
 
 class _Child(Exception):
@@ -245,8 +243,9 @@ class _Child(Exception):
         self.argv = argv
 
 
-def serve(control: socket.socket, course: Path) -> list[str] | None:
-    """Answer requests until end of file (None); in a forked worker, its options."""
+def serve(control: socket.socket, course: Path) -> None:
+    """Answer requests until end of file; in a forked worker, raise :class:`_Child` with its
+    options (the worker runs outside this loop)."""
     children: dict[int, int] = {}        # pidfd -> pid
     while True:
         ready, _, _ = select.select([control, *children], [], [])
@@ -263,12 +262,14 @@ def serve(control: socket.socket, course: Path) -> list[str] | None:
             continue
         msg, fds = _recv(control, 2)
         if msg is None:
-            return None
-        if "argv" not in msg or len(fds) != 2 or threading.active_count() != 1:
+            return
+        refused = ("a request needs argv, a log and an events descriptor"
+                   if "argv" not in msg or len(fds) != 2 else
+                   "the spawner runs threads" if threading.active_count() != 1 else None)
+        if refused:
             for fd in fds:
                 os.close(fd)
-            _send(control, {"error": "a request needs argv, a log and an events descriptor"
-                            if threading.active_count() == 1 else "the spawner runs threads"})
+            _send(control, {"error": refused})
             continue
         log_fd, events_fd = fds
         argv = [str(x) for x in msg["argv"]] + ["--events", str(events_fd)]

@@ -17,10 +17,10 @@ from __future__ import annotations
 import fcntl
 import itertools
 import os
-import re
-import stat
 import pickle
+import re
 import secrets
+import stat
 import subprocess
 import sys
 import tempfile
@@ -134,10 +134,14 @@ def _serve(address: str, index: int, threads: int) -> None:
             conn.send(("err", task_id, failure, start, time.perf_counter_ns()))
 
 
+def _log_path(log_dir: str, index: int) -> str:
+    return os.path.join(log_dir, f"worker{index}.log")
+
+
 def _remove_log(log_dir: str, index: int) -> None:
     """Worker ``index``'s log, and the folder once no other worker logs there."""
     try:
-        os.unlink(os.path.join(log_dir, f"worker{index}.log"))
+        os.unlink(_log_path(log_dir, index))
     except OSError:
         pass
     try:
@@ -232,7 +236,7 @@ class Worker:
                  start_timeout: float = 60.0) -> None:
         self.index, self.threads = index, threads
         log_dir = log_dir or tempfile.mkdtemp(prefix=LOG_DIR_PREFIX)
-        self.log_path = os.path.join(log_dir, f"worker{index}.log")
+        self.log_path = _log_path(log_dir, index)
         address = os.path.join(log_dir, f"worker{index}.sock")
         authkey = secrets.token_bytes(16)
         listener = Listener(address, family="AF_UNIX", authkey=authkey)
