@@ -17,7 +17,7 @@ PYTEST_ARGS ?=
 TEST_PROCS ?= 2
 XDIST := $(if $(filter 0,$(TEST_PROCS)),,-n $(TEST_PROCS) --dist loadgroup --no-loadscope-reorder)
 
-.PHONY: help install book test test-fast bench gpu-check browser-deps grade-deps lock clean clean-book grade hub hub-deps sandbox-deps
+.PHONY: help install bytecode book test test-fast bench gpu-check browser-deps grade-deps lock clean clean-book grade hub hub-deps sandbox-deps
 
 help:
 	@echo "make book   build the executed HTML book into _build/html"
@@ -39,13 +39,19 @@ endif
 
 install: $(STAMP)
 
-book: $(STAMP)
+# the grader package's bytecode, written where missing or stale (a few ms when up to date):
+# every kernel, rank, worker and judge imports grader, and where PYTHONDONTWRITEBYTECODE is
+# set (as on the machine this course is built and tested on) each would compile it again
+bytecode: $(STAMP)
+	@$(PY) -m compileall -q grader
+
+book: $(STAMP) bytecode
 	$(PY) -m grader.build
 
-test: $(STAMP) browser-deps hub-deps grade-deps
+test: $(STAMP) bytecode browser-deps hub-deps grade-deps
 	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
-test-fast: $(STAMP)
+test-fast: $(STAMP) bytecode
 	$(PY) -m pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
 
 bench: $(STAMP)

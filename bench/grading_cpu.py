@@ -26,7 +26,7 @@ import time
 
 KINDS = [   # first match wins: a kernel's bwrap carries "ipykernel" in its command line
     ("kernel (sandbox launcher, bwrap, confine, ipykernel)",
-     r"ipykernel|sandbox\.kernel|confine\.py"),
+     r"ipykernel|sandbox\.(ip)?kernel|confine\.py"),
     ("judge (fork server and judge processes)", r"forkserver|judge"),
     ("grading workers, their feedback children, the spawner", r"run\.worker|run\.spawn"),
     ("plain nbgrader", r"-m nbgrader|alembic"),

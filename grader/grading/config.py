@@ -54,6 +54,7 @@ class Limits:
     kernel_files: int = 2000          # files and folders a kernel may make in its folder
     kernel_disk_mb: int = 512         # bytes a kernel may write into its folder, in all
     feedback_timeout_s: float = 120   # generating one student's feedback page
+    kernel_threads: int = 1           # BLAS/OpenMP threads of each kernel (and a7 rank)
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,9 @@ def load(course: str | Path) -> GradingConfig:
     limits = _section(raw, "limits", Limits, path)
     sandbox = _section(raw, "sandbox", SandboxConfig, path)
     submission = _section(raw, "submission", SubmissionLimits, path)
+    if limits.kernel_threads < 1:
+        raise ValueError(f"{path}: [limits] kernel_threads = {limits.kernel_threads} should be "
+                         "1 or more (the threads of each kernel's BLAS and OpenMP pools)")
     if sandbox.mode not in ("auto", "bwrap", "none"):
         raise ValueError(f'{path}: [sandbox] mode must be "auto", "bwrap" or "none", not {sandbox.mode!r}')
     return GradingConfig(course=course, course_id=course_id,

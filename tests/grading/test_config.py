@@ -33,6 +33,7 @@ def test_missing_file_means_defaults_and_a_url_is_taken_as_is(tmp_path):
     ('[limits]\ncpu_seconds = "lots"\n', "cpu_seconds = 'lots' should be a int"),
     ("[limit]\n", "unknown section(s) ['limit']"),
     ('[sandbox]\nmode = "docker"\n', 'mode must be "auto", "bwrap" or "none"'),
+    ("[limits]\nkernel_threads = 0\n", "kernel_threads = 0 should be 1 or more"),
     ("[limits\n", "not valid TOML"),
 ])
 def test_a_mistake_in_the_file_is_an_error_that_names_it(tmp_path, text, words):

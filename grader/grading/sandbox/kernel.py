@@ -9,7 +9,8 @@ place the kernel may write, and runs the real kernel as::
       setpriv (the slot's uid and gid, no groups, no capabilities, no new privileges)
         prlimit (memory, CPU time, processes, file size, open files; no core files)
           confine (own user namespace and session keyring, seccomp filter: sandbox/confine.py)
-            python -m ipykernel_launcher -f <connection file>
+            python -m grader.grading.sandbox.ipkernel -f <connection file>
+                (ipykernel_launcher without its debugger: sandbox/ipkernel.py)
 
 It spawns and waits (it does not ``exec``) so that it can forward ``SIGINT``/``SIGTERM`` to
 the kernel and write how the kernel ended (exit status or signal, and why: a limit of the
@@ -40,13 +41,16 @@ from . import bounds
 
 # environment variables the kernel sees from the grading process, by name: everything else
 # (a database URL, COURSE_HUB_PASSWORD, a token) is dropped by --clearenv
-PASS_ENV = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "MPLBACKEND", "OMP_NUM_THREADS",
-            "MKL_NUM_THREADS", "PYDEVD_DISABLE_FILE_VALIDATION", "CUDA_VISIBLE_DEVICES",
+PASS_ENV = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "MPLBACKEND",
+            "PYDEVD_DISABLE_FILE_VALIDATION", "CUDA_VISIBLE_DEVICES",
             "COURSE_FRAMEWORK", "COURSE_DIST_BACKEND",
             # nbgrader tells notebooks they are being graded (cells that run real
             # experiments skip themselves then)
             "NBGRADER_EXECUTION", "NBGRADER_VALIDATING")
 
+# the thread pools of BLAS and OpenMP (numpy's OpenBLAS, MKL, torch, Paddle): ``[limits]
+# kernel_threads`` each, whatever the grading process has (see :func:`thread_env`)
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # run inside the sandbox by path (the grader package is bound read-only), with -I -S
 CONFINE = os.path.join(os.path.dirname(os.path.realpath(__file__)), "confine.py")
@@ -67,6 +71,18 @@ def _cap(res: int, value: int) -> int:
     CAP_SYS_RESOURCE), and would fail instead of starting the kernel."""
     hard = resource.getrlimit(res)[1]
     return value if hard == resource.RLIM_INFINITY else min(value, hard)
+
+
+def thread_env(limits: dict) -> dict[str, str]:
+    """The variables that size a kernel's (or rank's) BLAS and OpenMP thread pools.
+
+    The workers already keep every core busy (two per core, each with its kernel), so a
+    kernel's pools get ``kernel_threads`` threads (default 1), not one per core: numpy's
+    OpenBLAS starts one thread per core at import and they spin (0.1 s of CPU per kernel
+    on 2 cores, which RLIMIT_CPU charges to the student), and several kernels' pools on the
+    same cores only take turns."""
+    n = str(int(limits.get("kernel_threads", 1)))
+    return {name: n for name in THREAD_VARS}
 
 
 def bwrap_command(settings: dict, workdir: str, connection_file: str,
@@ -129,7 +145,7 @@ def bwrap_command(settings: dict, workdir: str, connection_file: str,
            "MPLCONFIGDIR": "/tmp/.matplotlib", "LANG": "C.UTF-8",
            **({"PYTHONPATH": settings["pythonpath"]} if settings.get("pythonpath") else {}),
            # ipykernel: its parent is the namespace's pid 1 (no parent polling, no banner)
-           "JPY_PARENT_PID": "1"}
+           "JPY_PARENT_PID": "1", **thread_env(lim)}
     for k, v in os.environ.items():
         if k in PASS_ENV:
             env[k] = v
@@ -147,8 +163,8 @@ def bwrap_command(settings: dict, workdir: str, connection_file: str,
             f"--nofile={_cap(resource.RLIMIT_NOFILE, lim['open_files'])}", "--core=0", "--",
             settings["python"], "-I", "-S", CONFINE, "--"]
     if command is None:
-        command = [settings["python"], "-m", "ipykernel_launcher", "-f", connection_file,
-                   *kernel_args]
+        command = [settings["python"], "-m", "grader.grading.sandbox.ipkernel", "-f",
+                   connection_file, *kernel_args]
     return cmd + list(command)
 
 

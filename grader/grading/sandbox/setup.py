@@ -94,6 +94,18 @@ def _grader_dir() -> str:
     return os.path.realpath(Path(grader.__file__).parent)
 
 
+def compile_package() -> None:
+    """Write the bytecode of the ``grader`` package the sandbox shows, where it is missing or
+    older than its source. A sandboxed kernel reads ``grader`` read-only (and is told not to
+    write bytecode), so without this each kernel compiles the checks and the simulator it
+    imports from source: 25-35 ms of CPU per kernel for a1 and a8 (``-X importtime``). Up to
+    date it only reads the files' times (5 ms). Bytecode of a file that changes later is
+    stale and ignored by Python, never run."""
+    import compileall
+
+    compileall.compile_dir(_grader_dir(), quiet=2)
+
+
 def _venv_links() -> list[list[str]]:
     """``[target, path]`` of the virtualenv when its path is a symbolic link (a worktree's
     ``.venv``): the kernel starts Python by that path, so the sandbox has the link too."""
@@ -127,6 +139,7 @@ def prepare(limits: Limits, cfg: SandboxConfig, slot: int,
     if problem:
         raise RuntimeError(problem)
 
+    compile_package()
     uid = cfg.uid_base + slot
     ipc_dir = runtime_dir / "ipc"
     ipc_dir.mkdir(exist_ok=True)

@@ -119,7 +119,7 @@ class Kernel:
 @pytest.fixture(scope="module")
 def kernel(sandboxed, course, tmp_path_factory):
     k = Kernel(course / "autograded/s/a", tmp_path_factory.mktemp("rt"), LIMITS,
-               host_env=SECRETS | {"COURSE_FRAMEWORK": "paddle"})
+               host_env=SECRETS | {"COURSE_FRAMEWORK": "paddle", "OMP_NUM_THREADS": "8"})
     yield k
     k.close()
 
@@ -294,6 +294,31 @@ def test_numpy_torch_and_the_checks_import_inside(kernel):
     assert (out, err) == ("3.0 numpy grader.checks\n", "")
 
 
+def test_a_module_beside_the_notebook_imports_and_the_debugger_is_left_out(kernel):
+    # the kernel's entry point (sandbox/ipkernel.py) takes the folder off sys.path while
+    # ipykernel loads; IPython must have put it back, as under ipykernel_launcher
+    out, err = kernel.run("import sys\nopen('my_helper_mod.py', 'w').write('VALUE = 42\\n')\n"
+                          "import my_helper_mod\n"
+                          "print(my_helper_mod.VALUE, '' in sys.path, sys.modules.get('debugpy', 0))")
+    assert (out, err) == ("42 True None\n", "")
+    out, err = kernel.run("import debugpy")
+    assert err.startswith("ModuleNotFoundError") or err.startswith("ImportError"), err
+    kernel.run("import os\nos.remove('my_helper_mod.py')")
+
+
+def test_blas_and_openmp_get_one_thread_whatever_the_host_says(kernel):
+    # the host's OMP_NUM_THREADS=8 (Kernel's host_env) does not reach it; kernel_threads does
+    out, err = kernel.run("import os\nprint(*(os.environ[v] for v in "
+                          "('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS')))")
+    assert (out, err) == ("1 1 1\n", "")
+    # and numpy's OpenBLAS starts no thread of its own (it starts cores - 1 without the variable)
+    out, err = kernel.run(
+        "import subprocess, sys\nprint(subprocess.run([sys.executable, '-c', 'import os; "
+        "n = len(os.listdir(\"/proc/self/task\")); import numpy; "
+        "print(len(os.listdir(\"/proc/self/task\")) - n)'], capture_output=True, text=True).stdout)")
+    assert (out.strip(), err) == ("0", "")
+
+
 def test_the_cpu_time_limit_ends_the_kernel_with_sigxcpu_and_the_folder_is_handed_back(sandboxed, tmp_path):
     work = tmp_path / "autograded/s/a"
     work.mkdir(parents=True)
@@ -376,6 +401,19 @@ def test_the_launcher_refuses_a_folder_that_holds_what_it_protects(sandboxed, tm
                        cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "refusing to run a sandboxed kernel" in p.stderr
     assert tmp_path.stat().st_uid == before
+
+
+def test_the_package_the_sandbox_reads_is_compiled_before_kernels_start(sandboxed, tmp_path):
+    # kernels read grader/ read-only and write no bytecode: without it each compiles the
+    # checks it imports
+    import importlib.util
+
+    import grader.checks.support as support
+
+    pyc = Path(importlib.util.cache_from_source(support.__file__))
+    pyc.unlink(missing_ok=True)
+    setup.prepare(LIMITS, CFG, SLOT, tmp_path / "rt")
+    assert pyc.is_file() and pyc.stat().st_size > 0
 
 
 def test_mode_none_writes_a_plain_kernel_and_no_config(tmp_path):
