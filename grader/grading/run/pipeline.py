@@ -215,10 +215,32 @@ class _Worker:
         shutil.rmtree(self.runtime, ignore_errors=True)
 
 
+def _workers_failed(cfg: GradingConfig, codes: list) -> str:
+    """What to say when every worker of a round stopped with an error and none recorded a
+    grade: the last line of the first worker log that has one (the worker's own reason)."""
+    logs = sorted((cfg.course / "reports" / "logs").glob("worker-*.log"))
+    last = ""
+    for log in logs:
+        try:
+            lines = [x for x in log.read_text(errors="replace").splitlines() if x.strip()]
+        except OSError:
+            continue
+        if lines:
+            last = f" {log.name} ends: {lines[-1][-500:]}"
+            break
+    return (f"every grading worker stopped with an error (exit codes "
+            f"{', '.join(str(c) for c in codes)}) before grading anything, so grading "
+            f"stopped instead of starting them again.{last}")
+
+
 def _run_workers(cfg: GradingConfig, workers: list[_Worker], overrides: dict, only: list | None,
-                 progress: Progress | None, ledger, spawner: Spawner | None = None) -> None:
+                 progress: Progress | None, ledger, spawner: Spawner | None = None) -> list:
+    """Run ``workers`` until each has ended; returns the exit codes of those that ended on
+    their own between jobs (not one that died while grading, which the ledger records as a
+    fault, one the spawner never started, or one stopped here for overrunning a job)."""
     # the worker's own watchdogs (the notebook, then its feedback page) act first
     deadline = cfg.limits.notebook_timeout_s + cfg.limits.feedback_timeout_s + 120
+    codes: list = []
     try:
         while workers:
             ready, _, _ = select.select([w.events for w in workers], [], [], 1.0)
@@ -229,6 +251,9 @@ def _run_workers(cfg: GradingConfig, workers: list[_Worker], overrides: dict, on
                         w.proc.wait()
                         w.ended()
                         workers.remove(w)
+                        failed = getattr(w.proc, "failed", None)   # the spawner did not start it
+                        if w.job is None and not failed:
+                            codes.append(w.proc.returncode)
                         if w.job is not None:   # while grading: not the submission's doing
                             job = ledger.job(*w.job)
                             if job is not None:
@@ -236,7 +261,6 @@ def _run_workers(cfg: GradingConfig, workers: list[_Worker], overrides: dict, on
                                              f"code {w.proc.returncode}) while grading it")
                             if progress:
                                 progress.running.pop(w.slot, None)
-                        failed = getattr(w.proc, "failed", None)   # the spawner did not start it
                         if failed and progress is not None:
                             print(f"\nworker {w.slot} did not start: {failed} (see "
                                   "reports/logs/spawner.log); workers start as processes of "
@@ -289,6 +313,7 @@ def _run_workers(cfg: GradingConfig, workers: list[_Worker], overrides: dict, on
                 w.proc.wait()
             w.ended()
         raise
+    return codes
 
 
 def _spawner(cfg: GradingConfig, n: int) -> Spawner | None:
@@ -321,6 +346,14 @@ def grade_course(course: str | Path = "exercises", *, only_students: list[str] |
                          "pass the folder with --course")
     cfg = with_overrides(load(course), **overrides)
     course = cfg.course
+    if cfg.sandbox.mode != "none":
+        # decided here, once: a worker that cannot isolate kernels exits, and a class whose
+        # every worker exits would otherwise be started again and again
+        from ..sandbox import setup
+
+        problem = setup.check(cfg.sandbox)
+        if problem:
+            raise RuntimeError(problem)
     (course / "reports" / "logs").mkdir(parents=True, exist_ok=True)
     os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
     names = [a for a in assignments(course) if not only_assignments or a in only_assignments]
@@ -386,12 +419,16 @@ def grade_course(course: str | Path = "exercises", *, only_students: list[str] |
             try:
                 while True:
                     workers = workers or [_Worker(cfg, k, overrides, only, spawner) for k in range(n)]
-                    _run_workers(cfg, workers, overrides, only, progress, ledger, spawner)
+                    before = len(ledger.results())
+                    codes = _run_workers(cfg, workers, overrides, only, progress, ledger, spawner)
                     workers = []
                     done = {(r["student"], r["assignment"]) for r in ledger.results()}
                     left = [x for x in scope if x not in done]
                     if not left:
                         break
+                    if codes and all(c not in (0, None) for c in codes) \
+                            and len(ledger.results()) == before:
+                        raise RuntimeError(_workers_failed(cfg, codes))
                     # Jobs another grading machine is working on: wait for them (or for their
                     # lease to run out, when a worker here takes them over).
                     if progress:
