@@ -17,7 +17,9 @@ returns ``None`` and the rlimits alone apply.
   bytes it writes, counted twice a second; over ``kernel_files`` or ``kernel_disk_mb`` the
   kernel is ended (200,000 small files kept a worker in nbgrader's file listing 13 minutes).
   The executor counts them again after each cell (:func:`usage`), so a cell that wrote too
-  much in less than half a second is the one that ends the kernel, not the next.
+  much in less than half a second is the one that ends the kernel, not the next. The same
+  watch ends a kernel whose group stays full of memory it cannot give back (the memory
+  limit's decision, made before a busy machine spends a cell's time limit on it).
 - **Why it ended** (:func:`cause`): its own memory limit, the folder limits, or the machine
   out of memory (the machine's out-of-memory killer, not the sandbox's limit: a grading
   fault, graded again later).
@@ -173,6 +175,23 @@ class Box:
         except (OSError, ValueError):
             return None
 
+    def unreclaimable(self) -> tuple[int, int] | None:
+        """``(bytes, limit)``: the group's memory that nothing but ending its processes frees
+        (anonymous memory and memory-backed files: the sandbox has no swap), and its limit;
+        None where not readable. The page cache is left out: the kernel drops it at the
+        limit, and a group reading large files sits at its limit harmlessly."""
+        d = self.dirs.get("" if self.v2 else "memory")
+        if d is None:
+            return None
+        st = _read_kv(d / "memory.stat")
+        held = (st.get("anon", 0) + st.get("shmem", 0)) if self.v2 else \
+            (st.get("total_rss", 0) + st.get("total_shmem", 0))
+        try:
+            raw = (d / ("memory.max" if self.v2 else "memory.limit_in_bytes")).read_text().strip()
+            return held, int(raw)
+        except (OSError, ValueError):   # v2's "max": no limit
+            return None
+
     def hit_memory_limit(self) -> bool:
         """Whether the group's own memory limit was reached and its out-of-memory killer
         ended a process in it (the student's doing, unlike the machine running out)."""
@@ -250,17 +269,31 @@ def sweep(prefix: str) -> int:
     return removed
 
 
+FULL = 0.95       # of the group's limit held unreclaimable: the group is out of memory
+FULL_CHECKS = 2  # consecutive checks (half a second apart) before the kernel is ended
+
+
 class Watch(threading.Thread):
     """Ends the kernel (``stop``) when its folder holds more than ``files`` entries or
-    ``disk`` bytes more than when it started; ``over`` says which."""
+    ``disk`` bytes more than when it started (``over`` = "files"), or when its control
+    group ``box`` holds :data:`FULL` of its memory limit in memory that cannot be reclaimed
+    (``over`` = "memory") for :data:`FULL_CHECKS` checks in a row.
 
-    def __init__(self, workdir: str, files: int, disk: int, stop) -> None:
+    The second is what the group's own out-of-memory killer would decide, decided before the
+    machine's kernel spends its time on it: a group at its limit whose pages are mostly the
+    student's (memory-backed files, anonymous memory; no swap) can only give back the pages
+    of the programs it runs, and each page it gives back is read in again at once. On a
+    busy machine that went on past a cell's 30 s time limit (a CI run), so the student's
+    feedback named the time limit instead of the memory limit it had reached."""
+
+    def __init__(self, workdir: str, files: int, disk: int, stop, box: "Box | None" = None) -> None:
         super().__init__(daemon=True)
-        self.workdir, self.stop = workdir, stop
+        self.workdir, self.stop, self.box = workdir, stop, box
         n, used = usage(workdir, 10**9)
         self.files, self.disk = n + files, used + disk
         self.over: str | None = None
         self.done = threading.Event()
+        self.full = 0
 
     def run(self) -> None:
         while not self.done.wait(0.5):
@@ -269,6 +302,17 @@ class Watch(threading.Thread):
                 self.over = "files"
                 self.stop()
                 return
+            if self.out_of_memory():
+                self.over = "memory"
+                self.stop()
+                return
+
+    def out_of_memory(self) -> bool:
+        """Whether the group has held :data:`FULL` of its limit for :data:`FULL_CHECKS`
+        calls in a row (counted across calls)."""
+        held = self.box.unreclaimable() if self.box is not None else None
+        self.full = self.full + 1 if held is not None and held[0] >= FULL * held[1] else 0
+        return self.full >= FULL_CHECKS
 
 
 def usage(root: str, most: int) -> tuple[int, int]:

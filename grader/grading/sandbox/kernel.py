@@ -302,7 +302,7 @@ def main(argv: list[str]) -> int:
             box.kill()
 
     watch = bounds.Watch(workdir, lim.get("kernel_files", 2000),
-                   int(lim.get("kernel_disk_mb", 512) * 2**20), stop)
+                   int(lim.get("kernel_disk_mb", 512) * 2**20), stop, box)
     watch.start()
     kernel: list[int] = []  # a pidfd: no signal can reach a recycled pid
     pending: list[int] = []  # signals that came before the kernel's pid was known

@@ -577,3 +577,67 @@ def test_the_launcher_says_why_the_sandbox_ended_a_kernel(monkeypatch, signal_na
     end = {"signal": signal_name, "exit_code": None}
     assert bounds.cause(end, watch, None if box_hit is None else FakeBox(), 10) == cause
     assert setup.kernel_end.__doc__ and setup.MACHINE_OOM == "machine-oom"
+
+
+class _HeldBox:
+    """A control group whose unreclaimable memory is read from a list, one value a check."""
+
+    def __init__(self, held: list[float]) -> None:
+        self.held = held
+
+    def unreclaimable(self):
+        return int(self.held.pop(0) * 2**30), 2**30
+
+
+@pytest.mark.parametrize("held, ends_at", [
+    ([0.5, 0.9, 0.94, 0.5], None),           # under 95 % of the limit: never
+    ([0.96, 0.5, 0.96, 0.5], None),          # a moment at the limit is not out of memory
+    ([0.5, 0.96, 0.99], 3),                  # two checks in a row: ended, as the limit's
+    ([0.97, 0.97], 2),
+])
+def test_the_watch_ends_a_kernel_whose_group_stays_full_of_memory_it_cannot_give_back(held, ends_at):
+    from grader.grading.sandbox.bounds import FULL_CHECKS, Watch
+
+    assert FULL_CHECKS == 2
+    w = Watch.__new__(Watch)     # out_of_memory reads only the box and its own count
+    w.box, w.full = _HeldBox(list(held)), 0
+    said = [w.out_of_memory() for _ in held]
+    assert (said.index(True) + 1 if True in said else None) == ends_at, said
+    w.box = None                 # no control group: nothing to read, never out of memory
+    assert not w.out_of_memory()
+
+
+def test_a_groups_unreclaimable_memory_counts_its_processes_memory_not_its_page_cache(tmp_path):
+    """What the watch reads (bounds.Box.unreclaimable), on a real control group: 200 MB a
+    process holds count; 300 MB of a file it wrote and read back (page cache) do not."""
+    import subprocess
+    import sys
+
+    from grader.grading.sandbox.bounds import Box
+
+    box = Box.create(f"probe-held-{os.getpid()}", 2**30, 16)
+    if box is None:
+        pytest.skip("this machine gives the grader no control group: rlimits only")
+    big = tmp_path / "big.bin"
+    code = ("import sys\n"
+            "with open(sys.argv[1], 'wb') as f:\n"
+            "    for _ in range(300): f.write(b'1' * 2**20)\n"
+            "open(sys.argv[1], 'rb').read()\n"
+            "held = bytearray(200 * 2**20)\n"
+            "for i in range(0, len(held), 4096): held[i] = 1\n"
+            "print('ready', flush=True)\n"
+            "sys.stdin.read()\n")
+    try:
+        p = subprocess.Popen([sys.executable, "-c", code, str(big)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: box.add(os.getpid()))
+        try:
+            assert p.stdout.readline().strip() == "ready"
+            held, limit = box.unreclaimable()
+            assert limit == 2**30
+            assert 200 * 2**20 <= held < 300 * 2**20, held / 2**20
+        finally:
+            p.stdin.close()
+            p.wait(timeout=30)
+    finally:
+        box.remove()
