@@ -41,6 +41,9 @@ def _comp(v: int) -> int:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0
     if argv[:1] == ["--"]:
         argv = argv[1:]
     if not argv:

@@ -38,3 +38,11 @@ def test_the_commands_and_its_childrens_cpu_are_summed_by_kind():
 def test_without_a_command_it_says_how_to_use_it():
     r = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "process accounting" in r.stdout
+
+
+@pytest.mark.parametrize("flag", ["-h", "--help"])
+def test_help_prints_how_to_use_it_and_runs_nothing(flag):
+    r = subprocess.run([sys.executable, str(SCRIPT), flag], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and "Where grading's CPU goes" in r.stdout, r
+    assert "Traceback" not in r.stderr, r.stderr
