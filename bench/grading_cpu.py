@@ -89,15 +89,22 @@ def main(argv: list[str]) -> int:
         print(f"acct failed: {os.strerror(ctypes.get_errno())}", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
+    finished = False
     try:
         proc = subprocess.Popen(argv)
         names[proc.pid] = " ".join(argv)
         rc = proc.wait()
+        finished = True
+    except OSError as e:          # a command that cannot be started: nothing to measure
+        print(f"cannot start {argv[0]!r}: {e.strerror}", file=sys.stderr)
+        return 2
     finally:
         wall = time.perf_counter() - t0
         time.sleep(0.3)
         libc.acct(None)
         stop.set()
+        if not finished:         # the record is read only after a finished command
+            os.unlink(path)
     data = open(path, "rb").read()
     os.unlink(path)
     total: collections.Counter = collections.Counter()

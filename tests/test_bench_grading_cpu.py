@@ -46,3 +46,14 @@ def test_help_prints_how_to_use_it_and_runs_nothing(flag):
                        timeout=60)
     assert r.returncode == 0 and "Where grading's CPU goes" in r.stdout, r
     assert "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="process accounting needs root")
+def test_a_command_that_cannot_start_is_named_and_leaves_no_record_behind(tmp_path):
+    import tempfile
+    before = set(Path(tempfile.gettempdir()).glob("grading-acct-*"))
+    r = subprocess.run([sys.executable, str(SCRIPT), "--", str(tmp_path / "no-such-command")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "cannot start" in r.stderr and "no-such-command" in r.stderr, r
+    assert "Traceback" not in r.stderr, r.stderr
+    assert set(Path(tempfile.gettempdir()).glob("grading-acct-*")) <= before
