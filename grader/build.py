@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -84,10 +85,18 @@ def build(root: Path = ROOT, builddir: Path | None = None, strict: bool = True,
     env = build_env()
     # jupyter-book writes into <path-output>/_build (the book root's _build by default)
     refresh_cache(root, (builddir or root) / "_build")
+    # The pages' temporary files go into a folder of this build's, removed after it: what
+    # torchrun keeps of every launch (a torchelastic_* folder), the traces and runs a page
+    # writes with tempfile, the folders of CPU workers a stopped kernel took along.
+    scratch = tempfile.mkdtemp(prefix="course-book-tmp-")
+    env["TMPDIR"] = scratch
     t0 = time.perf_counter()
-    out = subprocess.run(build_command(root, builddir, strict), env=env, cwd=root,
-                         stdout=subprocess.PIPE if quiet else None,
-                         stderr=subprocess.STDOUT if quiet else None, text=True)
+    try:
+        out = subprocess.run(build_command(root, builddir, strict), env=env, cwd=root,
+                             stdout=subprocess.PIPE if quiet else None,
+                             stderr=subprocess.STDOUT if quiet else None, text=True)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     seconds = time.perf_counter() - t0
     if out.returncode:
         if quiet:

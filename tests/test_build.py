@@ -1,4 +1,9 @@
-"""The book build's execution cache is cleared when what chapters run changes."""
+"""The book build: its execution cache is cleared when what chapters run changes; what its
+pages write with tempfile is removed after it."""
+from pathlib import Path
+
+import pytest
+
 from grader.build import code_fingerprint
 
 
@@ -32,3 +37,27 @@ def test_the_build_leaves_the_figures_to_the_kernels_inline_backend():
     env = build_env({"MPLBACKEND": "Agg", "PATH": "/usr/bin"})
     assert "MPLBACKEND" not in env
     assert env["COURSE_BOOK_BUILD"] == "1" and env["PATH"].endswith("/usr/bin")
+
+
+def test_the_pages_temporary_files_go_into_a_folder_removed_after_the_build(tmp_path, monkeypatch):
+    """torchrun keeps a torchelastic_* folder per launch and pages write traces with
+    tempfile: in TMPDIR, a folder of the build's own, gone when the build ends, failed too."""
+    import subprocess
+
+    from grader import build as b
+
+    seen = []
+
+    def fake_run(cmd, env, **kw):
+        seen.append(env["TMPDIR"])
+        (Path(env["TMPDIR"]) / "torchelastic_x" / "attempt_0").mkdir(parents=True)
+        return subprocess.CompletedProcess(cmd, len(seen) - 1, "", "")
+
+    monkeypatch.setattr(b.subprocess, "run", fake_run)
+    monkeypatch.setattr(b, "refresh_cache", lambda root, builddir: False)
+    b.build(tmp_path, quiet=True)                      # succeeds
+    with pytest.raises(subprocess.CalledProcessError):
+        b.build(tmp_path, quiet=True)                  # fails
+    assert len(seen) == 2 and seen[0] != seen[1]
+    for folder in seen:
+        assert Path(folder).name.startswith("course-book-tmp-") and not Path(folder).exists()
