@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["Limits", "SubmissionLimits", "SandboxConfig", "GradingConfig", "load",
-           "with_overrides", "FILENAME", "DEFAULT_COURSE_ID"]
+           "with_overrides", "check", "FILENAME", "DEFAULT_COURSE_ID"]
 
 FILENAME = "course.toml"
 DEFAULT_COURSE_ID = "default_course"   # nbgrader's own, for a course folder without course.toml
@@ -113,7 +113,7 @@ def _section(raw: dict, name: str, cls: type, path: Path) -> Any:
             value = tuple(value)
         elif want is float and isinstance(value, int):
             value = float(value)
-        if not isinstance(value, want):
+        if not isinstance(value, want) or (isinstance(value, bool) and want is not bool):
             raise ValueError(f"{path}: [{name}] {key} = {value!r} should be a {want.__name__}")
         values[key] = value
     return cls(**values)
@@ -137,19 +137,54 @@ def load(course: str | Path) -> GradingConfig:
         raise ValueError(f"{path}: unknown key(s) {unknown} in [gradebook]; known: ['course_id', 'url']")
     url = str(book.get("url", "") or "")
     course_id = str(book.get("course_id", "") or DEFAULT_COURSE_ID)
-    workers = int(raw.get("grading", {}).get("workers", 0) or 0)
+    grading = raw.get("grading", {})
+    unknown = sorted(set(grading) - {"workers"})
+    if unknown:
+        raise ValueError(f"{path}: unknown key(s) {unknown} in [grading]; known: ['workers']")
+    workers = grading.get("workers", 0)
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 0:
+        raise ValueError(f"{path}: [grading] workers = {workers!r} should be a whole number: "
+                         "0 for two per core, or how many students are graded at once")
     limits = _section(raw, "limits", Limits, path)
     sandbox = _section(raw, "sandbox", SandboxConfig, path)
     submission = _section(raw, "submission", SubmissionLimits, path)
-    if limits.kernel_threads < 1:
-        raise ValueError(f"{path}: [limits] kernel_threads = {limits.kernel_threads} should be "
-                         "1 or more (the threads of each kernel's BLAS and OpenMP pools)")
-    if sandbox.mode not in ("auto", "bwrap", "none"):
-        raise ValueError(f'{path}: [sandbox] mode must be "auto", "bwrap" or "none", not {sandbox.mode!r}')
-    return GradingConfig(course=course, course_id=course_id,
-                         db_url=url or "sqlite:///" + str(course / "gradebook.db"),
-                         workers=workers or default_workers(), limits=limits, sandbox=sandbox,
-                         submission=submission)
+    cfg = GradingConfig(course=course, course_id=course_id,
+                        db_url=url or "sqlite:///" + str(course / "gradebook.db"),
+                        workers=workers or default_workers(), limits=limits, sandbox=sandbox,
+                        submission=submission)
+    problem = check(cfg)
+    if problem:
+        raise ValueError(f"{path}: {problem}")
+    return cfg
+
+
+# the smallest uid a sandbox slot may have: below it are root and the system's own users
+MIN_UID = 1000
+
+
+def check(cfg: GradingConfig) -> str | None:
+    """What is wrong with ``cfg``'s values (the first problem, in words), or None.
+
+    Every limit is a positive number: a limit of 0 or below is a typo that would stop every
+    kernel at once (``memory_gb = -1`` scored a correct notebook 0 as "crashed") or lift a
+    bound. ``load`` calls it for ``course.toml``; ``grade_course`` again after the command
+    line's overrides."""
+    for section, values in (("limits", cfg.limits), ("submission", cfg.submission)):
+        for f in fields(values):
+            v = getattr(values, f.name)
+            if not v > 0:
+                return (f"[{section}] {f.name} = {v!r} should be more than 0 (see the "
+                        f"comments in {FILENAME}: a limit of 0 or less would end or refuse "
+                        "every submission)")
+    if cfg.workers < 1:
+        return f"workers = {cfg.workers!r} should be 1 or more (0 in {FILENAME}: two per core)"
+    if cfg.sandbox.mode not in ("auto", "bwrap", "none"):
+        return f'[sandbox] mode must be "auto", "bwrap" or "none", not {cfg.sandbox.mode!r}'
+    if not MIN_UID <= cfg.sandbox.uid_base <= 2**31 - 2 * 10**5:
+        return (f"[sandbox] uid_base = {cfg.sandbox.uid_base} should be between {MIN_UID} and "
+                f"{2**31 - 2 * 10**5}: each worker slot's kernels run as uid_base + slot and "
+                "its judge as uid_base + slot + 1000, never as root or a system user")
+    return None
 
 
 def with_overrides(cfg: GradingConfig, **values: Any) -> GradingConfig:

@@ -33,7 +33,15 @@ def test_missing_file_means_defaults_and_a_url_is_taken_as_is(tmp_path):
     ('[limits]\ncpu_seconds = "lots"\n', "cpu_seconds = 'lots' should be a int"),
     ("[limit]\n", "unknown section(s) ['limit']"),
     ('[sandbox]\nmode = "docker"\n', 'mode must be "auto", "bwrap" or "none"'),
-    ("[limits]\nkernel_threads = 0\n", "kernel_threads = 0 should be 1 or more"),
+    ("[limits]\nkernel_threads = 0\n", "kernel_threads = 0 should be more than 0"),
+    ("[limits]\nmemory_gb = -1\n", "memory_gb = -1.0 should be more than 0"),
+    ("[limits]\ncell_timeout_s = 0\n", "cell_timeout_s = 0 should be more than 0"),
+    ("[limits]\ncell_timeout_s = true\n", "cell_timeout_s = True should be a int"),
+    ("[submission]\nmax_files = -5\n", "[submission] max_files = -5 should be more than 0"),
+    ("[grading]\nworkers = -3\n", "workers = -3 should be a whole number"),
+    ('[grading]\nworkers = "4"\n', "workers = '4' should be a whole number"),
+    ("[grading]\nworker = 4\n", "unknown key(s) ['worker'] in [grading]"),
+    ("[sandbox]\nuid_base = 0\n", "uid_base = 0 should be between 1000"),
     ("[limits\n", "not valid TOML"),
 ])
 def test_a_mistake_in_the_file_is_an_error_that_names_it(tmp_path, text, words):
@@ -91,3 +99,22 @@ def test_the_cell_time_limit_reaches_nbgrader_from_course_toml_and_from_the_comm
     by_hand.merge(worker)                                       # as item.api merges them
     assert by_hand.Execute.timeout == 5
     assert by_hand.CourseDirectory.submitted_directory == str(tmp_path / "staged")
+
+
+@pytest.mark.parametrize("option, value, words", [
+    ("memory_gb", -1.0, "memory_gb = -1.0 should be more than 0"),
+    ("cell_timeout", 0, "cell_timeout_s = 0 should be more than 0"),
+    ("workers", -3, "workers = -3 should be 1 or more"),
+])
+def test_a_bad_command_line_value_stops_grading_before_anything_is_graded(tmp_path, option, value, words):
+    """memory_gb = -1 once scored a correct notebook 0 ("crashed": bwrap refused its size)."""
+    import shutil
+
+    from grader.grading.run.pipeline import grade_course
+
+    shutil.copy(ROOT / "exercises" / "course.toml", tmp_path)
+    (tmp_path / "source").mkdir()
+    with pytest.raises(ValueError) as e:
+        grade_course(tmp_path, verbose=False, **{option: value})
+    assert words in str(e.value) and "command line" in str(e.value), str(e.value)
+    assert not (tmp_path / "reports" / "grades.csv").exists()

@@ -45,6 +45,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..config import GradingConfig, load, with_overrides
+from ..config import check as check_config
 from .item import Outcome, api, submission_sha256
 from .progress import Progress, summary
 from .spawn import Spawner
@@ -345,6 +346,9 @@ def grade_course(course: str | Path = "exercises", *, only_students: list[str] |
                          "nbgrader_config.py, source/<assignment>/ and submitted/<student>/); "
                          "pass the folder with --course")
     cfg = with_overrides(load(course), **overrides)
+    problem = check_config(cfg)
+    if problem:
+        raise ValueError(f"{problem} (given on the command line)" if overrides else problem)
     course = cfg.course
     if cfg.sandbox.mode != "none":
         # decided here, once: a worker that cannot isolate kernels exits, and a class whose
