@@ -89,9 +89,17 @@ def graded(course):
     return run, before
 
 
-def test_generate_then_validate_passes_on_source_and_invert_fails_every_test_on_release(course):
+@pytest.fixture(scope="module")
+def released(course):
+    """The release made once by nbgrader itself, for the tests that read it (each test asks
+    for it: none depends on another having run first)."""
     for a in MINE:
         assert nbgrader(course, "generate_assignment", a, "--force").returncode == 0
+    return course
+
+
+def test_generate_then_validate_passes_on_source_and_invert_fails_every_test_on_release(released):
+    course = released
     # one nbgrader process per direction; it prints one verdict per notebook
     ok = nbgrader(course, "validate", *[f"source/{a}/{a}.ipynb" for a in MINE])
     assert ok.stdout.count("Success! Your notebook passes all the tests.") == len(MINE), ok.stdout + ok.stderr
@@ -99,7 +107,8 @@ def test_generate_then_validate_passes_on_source_and_invert_fails_every_test_on_
     assert inv.stdout.count("Success! The notebook does not pass any tests.") == len(MINE), inv.stdout + inv.stderr
 
 
-def test_released_notebooks_hold_no_solution_and_no_hidden_test(course):
+def test_released_notebooks_hold_no_solution_and_no_hidden_test(released):
+    course = released
     for a in MINE:
         text = (course / "release" / a / f"{a}.ipynb").read_text()
         src = (course / "source" / a / f"{a}.ipynb").read_text()
