@@ -641,3 +641,41 @@ def test_a_groups_unreclaimable_memory_counts_its_processes_memory_not_its_page_
             p.wait(timeout=30)
     finally:
         box.remove()
+
+
+def test_a_kernel_that_keeps_its_group_full_is_ended_with_the_memory_limit(sandboxed, tmp_path):
+    """Memory-backed files up to 97 % of the group's limit, then a wait: the group's own
+    out-of-memory killer never acts (the limit is not reached), the launcher's watch does,
+    within seconds, and names the memory limit."""
+    from grader.grading.sandbox.bounds import Box
+
+    probe = Box.create(f"probe-{os.getpid()}", 2**30, 16)
+    if probe is None:
+        pytest.skip("this machine gives the grader no control group: rlimits only")
+    probe.remove()
+    limits = Limits(memory_gb=1.5, cpu_seconds=120, processes=64, file_size_mb=1024,
+                    open_files=256)
+    work = tmp_path / "w"
+    work.mkdir()
+    k = Kernel(work, tmp_path / "rt", limits)
+    # memory-backed files up to 97 % of the limit, less what the kernel itself holds
+    fill = ("import time\n"
+            "anon = next(int(l.split()[1]) * 1024 for l in open('/proc/self/status')\n"
+            "            if l.startswith('RssAnon:'))\n"
+            f"left = int(0.97 * {int(limits.memory_gb * 2**30)}) - anon - 2**24\n"
+            "i = 0\n"
+            "while left > 0:\n"
+            "    with open(f'/dev/shm/f{i}', 'wb') as f:\n"
+            "        f.write(b'1' * min(left, 2**24))\n"
+            "    left -= 2**24\n"
+            "    i += 1\n"
+            "time.sleep(40)\n"
+            "print('not ended')")
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(DeadKernelError):
+            k.run(fill, timeout=60)
+    finally:
+        k.close()
+    assert time.monotonic() - t0 < 35, "the kernel outlived its full group"
+    assert _wait_end(tmp_path / "rt") == "memory-limit"
