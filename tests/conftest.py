@@ -21,6 +21,25 @@ ROOT = Path(__file__).resolve().parent.parent
 BOOK_BUILD_TIMEOUT_S = 3600   # a clean executed build: ~7 min quiet, over 10 min seen when busy
 
 
+@pytest.fixture(scope="session", autouse=True)
+def torchrun_logs():
+    """Every ``torchrun`` the tests start (the chapters' scripts, the book build) keeps its
+    ranks' logs in one folder of this test process, removed at its end (``PET_LOG_DIR`` is
+    torchrun's ``--log-dir``): without it each launch left a ``torchelastic_*`` folder in the
+    temp folder, 54 per run of the suite."""
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="course-test-torchrun-")
+    before = os.environ.get("PET_LOG_DIR")
+    os.environ["PET_LOG_DIR"] = folder
+    yield folder
+    if before is None:
+        os.environ.pop("PET_LOG_DIR", None)
+    else:
+        os.environ["PET_LOG_DIR"] = before
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def _gpus() -> int:
     try:
         from grader.lab.core.backends import get_backend

@@ -58,3 +58,18 @@ def test_hello_paddle_all_reduces_across_two_ranks_with_paddles_launcher(tmp_pat
         line = [l for l in log.splitlines() if l.startswith("rank ")][-1]
         assert line == f"rank {rank} of 2 on cpu: [3.0, 3.0, 3.0, 3.0]" or \
             line.startswith(f"rank {rank} of 2 on gpu")
+
+
+def test_torchrun_started_by_the_tests_keeps_its_logs_in_the_tests_folder(torchrun_logs, tmp_path):
+    """The suite's torchrun launches leave no torchelastic_* folder in the temp folder."""
+    import tempfile
+
+    script = tmp_path / "hello.py"
+    script.write_text("import os\nprint('rank', os.environ['RANK'])\n")
+    before = set(Path(tempfile.gettempdir()).glob("torchelastic_*"))
+    torchrun = Path(sys.executable).with_name("torchrun")
+    r = subprocess.run([str(torchrun), "--nproc-per-node", "1", str(script)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert set(Path(tempfile.gettempdir()).glob("torchelastic_*")) == before
+    assert any(Path(torchrun_logs).iterdir())      # its logs went here instead

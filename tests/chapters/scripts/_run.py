@@ -21,9 +21,10 @@ def free_port() -> int:
 
 def env(**extra: str) -> dict[str, str]:
     """This environment with the venv's commands first on PATH, as the book build does,
-    and none of a launcher's variables leaking in from outside."""
+    and none of a launcher's variables leaking in from outside (but the suite's own
+    ``PET_LOG_DIR``, where torchrun keeps its logs: tests/conftest.py's torchrun_logs)."""
     out = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PADDLE_", "PET_", "TORCHELASTIC_"))
+           if (not k.startswith(("PADDLE_", "PET_", "TORCHELASTIC_")) or k == "PET_LOG_DIR")
            and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
     out["PATH"] = os.pathsep.join([str(BIN), out.get("PATH", "")])
     out.setdefault("OMP_NUM_THREADS", "1")
