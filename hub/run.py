@@ -128,12 +128,20 @@ class Hub:
         self._seen.update(procs)  # remember them: a user's server outlives a killed hub
         return [p for p in self._seen if p.is_running()]
 
-    def stop(self, timeout: float = 30) -> list[str]:
+    def stop(self, timeout: float = 30, grace: float = 10) -> list[str]:
         """Stop the hub (which stops the proxy and the servers), then kill anything left.
 
-        Returns what had to be killed: processes the hub's own shutdown left running.
+        Returns what had to be killed: processes the hub's own shutdown left running
+        ``grace`` seconds after the hub ended (a user's kernels end shortly after its
+        server, on their own: a CI run once found two still ending right after the hub).
         """
         import psutil
+
+        def alive(p) -> bool:
+            try:
+                return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+            except psutil.NoSuchProcess:
+                return False
 
         self.processes()
         if self.process.poll() is None:
@@ -142,7 +150,11 @@ class Hub:
                 self.process.wait(timeout)
             except subprocess.TimeoutExpired:
                 pass
-        left = [p for p in self._seen if p.is_running()]
+        left = [p for p in self._seen if alive(p)]
+        end = time.monotonic() + grace
+        while left and time.monotonic() < end:
+            time.sleep(0.2)
+            left = [p for p in left if alive(p)]
         killed = []
         for p in left:
             try:

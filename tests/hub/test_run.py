@@ -84,3 +84,36 @@ def test_demo_students_are_in_the_gradebook_before_anyone_submits(tmp_path):
     with Gradebook(f"sqlite:///{dest / 'gradebook.db'}") as gb:
         assert sorted(s.id for s in gb.students) == ["ann", "bob"]
     assert not (dest / ".demo_students.csv").exists()
+
+
+def _stand_in(tmp_path, *, child_lives: float):
+    """A Hub whose 'hub' process starts a child that outlives it by ``child_lives`` s (as
+    a user's kernel ends shortly after its server), then ends."""
+    import subprocess
+    import sys
+
+    from hub.run import Hub
+
+    code = ("import subprocess, sys, time\n"
+            f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep({child_lives})'])\n"
+            "time.sleep(30)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    h = Hub(url="", root=tmp_path, password="", instructors=[], students=[], course_id="c",
+            process=proc, log=tmp_path / "log")
+    import time
+    for _ in range(100):                  # until the child is seen
+        if len(h.processes()) == 2:
+            break
+        time.sleep(0.05)
+    assert len(h.processes()) == 2
+    return h
+
+
+def test_stop_waits_for_what_ends_on_its_own_and_kills_only_what_does_not(tmp_path):
+    """A CI run found two kernels still ending right after the hub stopped: ``stop`` gives
+    them ``grace`` seconds; what is still running then is killed and named."""
+    h = _stand_in(tmp_path, child_lives=1.5)
+    assert h.stop(grace=10) == []                  # the child ended on its own
+    h = _stand_in(tmp_path, child_lives=120)
+    killed = h.stop(grace=1)
+    assert len(killed) == 1 and "time.sleep(120)" in killed[0], killed
