@@ -28,8 +28,13 @@ def _seconds(out: str, kind: str) -> float:
 def test_the_commands_and_its_childrens_cpu_are_summed_by_kind():
     child = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {BURN!r}, '0.6', 'run.worker'])"
     cmd = [sys.executable, "-c", f"exec({BURN!r}); {child}", "0.4"]
-    out = subprocess.run([sys.executable, str(SCRIPT), "--", *cmd], capture_output=True,
-                         text=True, timeout=120, check=True).stdout
+    # process accounting is the whole machine's: a run whose records miss the command's own
+    # process (seen once beside the other test process) is run once more, and judged then
+    for _ in range(2):
+        out = subprocess.run([sys.executable, str(SCRIPT), "--", *cmd], capture_output=True,
+                             text=True, timeout=120, check=True).stdout
+        if re.search(r"processes\s+the command itself", out):
+            break
     # process accounting's record can fall short of what the burn itself measured (a 0.4 s
     # burn was once recorded as 0.3 s, in a CI-style run), so the lower bounds are half of
     # each burn; a kind summed wrongly (0, or both in one) still fails
