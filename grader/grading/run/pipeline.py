@@ -346,9 +346,9 @@ def grade_course(course: str | Path = "exercises", *, only_students: list[str] |
                          "nbgrader_config.py, source/<assignment>/ and submitted/<student>/); "
                          "pass the folder with --course")
     cfg = with_overrides(load(course), **overrides)
-    problem = check_config(cfg)
+    problem = check_config(cfg) if overrides else None   # load() checked course.toml's
     if problem:
-        raise ValueError(f"{problem} (given on the command line)" if overrides else problem)
+        raise ValueError(f"{problem} (given on the command line)")
     course = cfg.course
     if cfg.sandbox.mode != "none":
         # decided here, once: a worker that cannot isolate kernels exits, and a class whose
