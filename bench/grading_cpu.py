@@ -3,13 +3,16 @@
 ``sudo .venv/bin/python bench/grading_cpu.py -- .venv/bin/python bench/grading_class.py --quiet --skip-plain``
 
 Runs the command under the kernel's process accounting (``acct(2)``: one record per process
-as it ends, with its exact user + system CPU time, orphans included), while a thread reads
+as it ends, with its user + system CPU time, orphans included), while a thread reads
 each process's command line from ``/proc`` every 50 ms (the record names only the
 executable). Prints the wall-clock time, the CPU of every process that ended meanwhile, by
 kind (kernels with their sandbox launchers, grading workers and the spawner, judges, plain
 nbgrader, ...), and the machine's CPU use per second. Needs root; it records every process on
 the machine, so run it where nothing else runs. A process shorter than the polling interval
-may go unnamed (``other``).
+may go unnamed (``other``). The kernel counts a process's CPU time by sampling it at each
+clock tick, and on a virtual machine leaves out the ticks the host took: on a busy or shared
+machine a process's record can fall well short of the CPU it used (a 0.4 s burn was once
+recorded as 0.1 s), so compare runs made on one quiet machine.
 """
 from __future__ import annotations
 
@@ -33,11 +36,39 @@ KINDS = [   # first match wins: a kernel's bwrap carries "ipykernel" in its comm
     ("the command itself", None),
 ]
 RECORD = struct.Struct("<BBHIIIIIIfHH")   # struct acct_v3, up to ac_stime; ac_comm at 48
+RECORD_SIZE = 64                           # sizeof(struct acct_v3)
+AHZ = 100                                  # the records' clock ticks per second
 
 
 def _comp(v: int) -> int:
     """comp_t: 13-bit mantissa, 3-bit base-8 exponent."""
     return (v & 0x1FFF) << (3 * (v >> 13))
+
+
+def kind_of(name: str) -> str:
+    """The kind of a process other than the command itself, from its command line."""
+    return next((k for k, pat in KINDS if pat and re.search(pat, name)),
+                f"other ({os.path.basename(name.split()[0]) if name.split() else '?'})")
+
+
+def tally(data: bytes, names: dict[int, str], own: int, me: int
+          ) -> tuple[collections.Counter, collections.Counter]:
+    """Seconds of CPU and processes by kind, from acct v3 records; ``own`` is the command's pid,
+    ``names`` the command lines seen (a process not seen is named by the record's ``ac_comm``).
+    ``me`` is this script's pid: the kernel writes a record for the process that turns
+    accounting off, which is left out."""
+    total: collections.Counter = collections.Counter()
+    count: collections.Counter = collections.Counter()
+    for i in range(0, len(data) - RECORD_SIZE + 1, RECORD_SIZE):
+        f = RECORD.unpack_from(data, i)
+        pid, ut, st = f[6], f[10], f[11]
+        if pid == me:
+            continue
+        comm = data[i + 48:i + RECORD_SIZE].split(b"\0")[0].decode(errors="replace")
+        kind = KINDS[-1][0] if pid == own else kind_of(names.get(pid, comm))
+        total[kind] += (_comp(ut) + _comp(st)) / AHZ
+        count[kind] += 1
+    return total, count
 
 
 def main(argv: list[str]) -> int:
@@ -87,6 +118,7 @@ def main(argv: list[str]) -> int:
         t.start()
     if libc.acct(path.encode()) != 0:
         print(f"acct failed: {os.strerror(ctypes.get_errno())}", file=sys.stderr)
+        os.unlink(path)
         return 2
     t0 = time.perf_counter()
     finished = False
@@ -103,28 +135,14 @@ def main(argv: list[str]) -> int:
         time.sleep(0.3)
         libc.acct(None)
         stop.set()
-        if not finished:         # the record is read only after a finished command
-            os.unlink(path)
-    data = open(path, "rb").read()
-    os.unlink(path)
-    total: collections.Counter = collections.Counter()
-    count: collections.Counter = collections.Counter()
-    for i in range(0, len(data) - 63, 64):
-        f = RECORD.unpack_from(data, i)
-        pid, ut, st = f[6], f[10], f[11]
-        comm = data[i + 48:i + 64].split(b"\0")[0].decode(errors="replace")
-        name = names.get(pid, comm)
-        if pid == proc.pid:
-            kind = KINDS[-1][0]
-        else:
-            kind = next((k for k, pat in KINDS if pat and re.search(pat, name)),
-                        f"other ({os.path.basename(name.split()[0])})")
-        total[kind] += (_comp(ut) + _comp(st)) / 100
-        count[kind] += 1
+        with open(path, "rb") as f:   # read only after a finished command
+            data = f.read() if finished else b""
+        os.unlink(path)
+    total, count = tally(data, names, proc.pid, os.getpid())
     print(f"wall clock {wall:.1f} s, exit code {rc}; {sum(count.values())} processes ended, "
           f"{sum(total.values()):.1f} s of CPU ({os.cpu_count()} cores)")
     for kind, s in total.most_common():
-        if s >= 0.05:
+        if s >= 0.05 or not kind.startswith("other ("):   # every named kind, even near 0 s
             print(f"  {s:7.1f} s  {count[kind]:5d} processes  {kind}")
     print("machine busy, % per second: " + " ".join(str(round(100 * b)) for b in busy))
     return rc
