@@ -13,7 +13,6 @@ import argparse
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -31,9 +30,10 @@ _NOT_COURSE = ("release", "submitted", "autograded", "feedback", "gradebook.db",
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port outside the kernel's ephemeral range (see grader.lab.core.ports)."""
+    from grader.lab.core.ports import free_ports
+
+    return free_ports(1)[0]
 
 
 def course_id_of(course: Path, default: str = "pdl") -> str:

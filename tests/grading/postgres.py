@@ -18,7 +18,6 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -82,9 +81,9 @@ def _unprivileged() -> tuple[list[str], int, int]:
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    from grader.lab.core.ports import free_ports
+
+    return free_ports(1)[0]
 
 
 def start(bindir: str) -> PostgresServer:

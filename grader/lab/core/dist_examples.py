@@ -25,20 +25,10 @@ def allreduce_rank(rank: int, world: int) -> list[float]:
 
 
 def fail_on_rank(rank: int, world: int, bad: int) -> int:
-    """Rank ``bad`` raises, once every rank has joined the group (:func:`_all_joined`)."""
-    _all_joined(rank, world)
+    """Rank ``bad`` raises (``launch`` starts ``fn`` once every rank has joined the group)."""
     if rank == bad:
         raise ValueError(f"rank {rank} was told to fail")
     return rank
-
-
-def _all_joined(rank: int, world: int) -> None:
-    """Return once every rank has finished joining the process group (one all-reduce).
-
-    A rank that ends right after its own join can end it for the others: rank 0 holds the
-    rendezvous store, and a rank still connecting then fails with gloo's "connectFullMesh
-    failed" instead of reaching the failure the example is about (seen in a test run)."""
-    allreduce_rank(rank, world)
 
 
 def hang_on_rank(rank: int, world: int, bad: int) -> Any:
@@ -49,8 +39,7 @@ def hang_on_rank(rank: int, world: int, bad: int) -> Any:
 
 
 def exit_on_rank(rank: int, world: int, bad: int) -> int:
-    """Rank ``bad`` ends its process with code 3, once every rank has joined the group."""
-    _all_joined(rank, world)
+    """Rank ``bad`` ends its process with code 3."""
     if rank == bad:
         os._exit(3)
     return rank

@@ -23,12 +23,12 @@ from __future__ import annotations
 import os
 import pickle
 import shutil
-import socket
 import tempfile
 import time
 from typing import Any, Callable
 
 from .devices import cpu_cores
+from .ports import free_ports
 from .procs import RemoteFailure, callable_of, child_env, exit_now, log_tail, portable, \
     start_python, stop
 
@@ -71,18 +71,6 @@ class LaunchResult(list):
 
     def __repr__(self) -> str:
         return f"LaunchResult({list(self)!r}, backend={self.backend!r}, seconds={self.seconds:.2f})"
-
-
-def free_ports(n: int) -> list[int]:
-    socks, ports = [], []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
-    return ports
 
 
 def _rank_env(framework: str, rank: int, world: int, ports: list[int],
@@ -130,6 +118,12 @@ def _rank_main(job_path: str, out_path: str) -> None:
             import paddle.distributed as dist
 
             dist.init_parallel_env()
+        if backend == "gloo":
+            # gloo connects every pair of ranks while the group is made, and a rank that
+            # returns from that first may run ``fn`` and end (a raised error) while another
+            # still connects: that one would fail with "Connection closed by peer" in place
+            # of the error that ended the first. Every rank waits here until all are joined.
+            dist.barrier()
         value = fn(rank, world, *args, **kwargs)
         payload = ("ok", value)
     except BaseException as exc:

@@ -4,19 +4,21 @@ kept for the failure message."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
+
+from grader.lab.core.ports import free_ports
 
 SCRIPTS = Path(__file__).resolve().parents[3] / "chapters" / "scripts"
 BIN = Path(sys.executable).parent
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port outside the kernel's ephemeral range (grader.lab.core.ports: one found
+    by binding port 0 can be handed to another test's connection before the launcher
+    binds it, and a torchrun that then joins the stranger's listener as a client hangs)."""
+    return free_ports(1)[0]
 
 
 def env(**extra: str) -> dict[str, str]:

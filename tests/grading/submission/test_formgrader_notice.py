@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -74,9 +73,9 @@ def test_the_first_request_after_nbgraders_formgrader_loaded_installs_the_notice
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    from grader.lab.core.ports import free_ports
+
+    return free_ports(1)[0]
 
 
 def _get(url: str, token: str) -> tuple[int, str]:
