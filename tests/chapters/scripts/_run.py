@@ -4,6 +4,7 @@ kept for the failure message."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -36,13 +37,39 @@ def env(**extra: str) -> dict[str, str]:
 
 
 def run(cmd: list[str], cwd: Path, timeout: float = 300, check: bool = True,
-        **extra: str) -> subprocess.CompletedProcess:
-    p = subprocess.run(cmd, cwd=cwd, env=env(**extra), capture_output=True, text=True,
-                       timeout=timeout)
+        logs: tuple[Path, ...] = (), **extra: str) -> subprocess.CompletedProcess:
+    """Run ``cmd`` to its end. A run past ``timeout`` is stopped with every process it
+    started (its own session: a launcher's ranks are not left running for the rest of the
+    suite) and fails with what it printed and the end of each of ``logs``."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env(**extra), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise AssertionError(f"{' '.join(cmd)} did not end within {timeout:.0f} s:\n"
+                             f"{out[-3000:]}\n{err[-3000:]}{_tails(logs)}") from None
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)     # what it left behind, if anything
+        except ProcessLookupError:
+            pass
+    p = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
     if check and p.returncode:
         raise AssertionError(f"{' '.join(cmd)} exited with {p.returncode}:\n"
-                             f"{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+                             f"{p.stdout[-3000:]}\n{p.stderr[-3000:]}{_tails(logs)}")
     return p
+
+
+def _tails(logs: tuple[Path, ...]) -> str:
+    out = ""
+    for log in logs:
+        try:
+            out += f"\n--- {log.name}:\n{log.read_text(errors='replace')[-3000:]}"
+        except OSError:
+            out += f"\n--- {log.name}: not written"
+    return out
 
 
 def start(cmd: list[str], cwd: Path, **extra: str) -> subprocess.Popen:

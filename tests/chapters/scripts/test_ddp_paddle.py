@@ -106,7 +106,8 @@ def test_the_slurm_batch_script_runs_one_launcher_per_node(tmp_path, one_process
     p = run(["bash", "ddp_paddle.sbatch"], work, check=False,
             PATH=f"{fake}:{BIN}:/usr/bin:/bin", LOGDIR=str(tmp_path), SLURM_NNODES="2",
             SLURM_JOB_NODELIST="node[1-2]", SLURM_GPUS_ON_NODE="1", SLURM_JOB_ID="4242",
-            MASTER_PORT=str(free_port()), CHECKPOINT=str(ckpt))
+            MASTER_PORT=str(free_port()), CHECKPOINT=str(ckpt),
+            logs=tuple(tmp_path / f"node{i}.log" for i in (0, 1)))
     logs = [(tmp_path / f"node{i}.log").read_text() for i in (0, 1)]
     assert p.returncode == 0, "\n".join(log[-3000:] for log in logs)
     for node in (0, 1):                         # each node kept its own log folder

@@ -96,7 +96,8 @@ def test_the_slurm_batch_script_runs_one_torchrun_per_node(tmp_path, one_process
     p = run(["bash", str(SCRIPTS / "ddp_torch.sbatch")], SCRIPTS, check=False,
             PATH=f"{fake}:{BIN}:/usr/bin:/bin", LOGDIR=str(tmp_path), SLURM_NNODES="2",
             SLURM_JOB_NODELIST="node[1-2]", SLURM_GPUS_ON_NODE="1", SLURM_JOB_ID="4242",
-            RDZV_PORT=str(free_port()), CHECKPOINT=str(ckpt))
+            RDZV_PORT=str(free_port()), CHECKPOINT=str(ckpt),
+            logs=tuple(tmp_path / f"node{i}.log" for i in (0, 1)))
     logs = [(tmp_path / f"node{i}.log").read_text() for i in (0, 1)]
     assert p.returncode == 0, "\n".join(log[-3000:] for log in logs)
     assert "rank 0 of 2" in "".join(logs) and "rank 1 of 2" in "".join(logs)
