@@ -51,9 +51,9 @@ def _gpus() -> int:
 
 @pytest.hookimpl(tryfirst=True)   # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
-    if config.pluginmanager.hasplugin("xdist") and config.getoption("dist") == "loadgroup":
-        from tests import groups
+    from tests import groups
 
+    if config.pluginmanager.hasplugin("xdist") and groups.wanted(config):
         groups.assign(items)    # make test's two processes: tests/groups.py
     n = _gpus()
     for item in items:

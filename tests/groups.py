@@ -29,6 +29,15 @@ DURATIONS = HERE / "durations.json"
 ONCE_PER_RUN = ("built_book", "hostile_class")
 
 
+def wanted(config: pytest.Config) -> bool:
+    """Whether this run shares its tests out by group (``--dist loadgroup``). Asked in each
+    xdist worker, where the tests are collected: xdist sets a worker's ``dist`` option to
+    "no" and its own ``loadgroup`` option instead (only the controller, which collects
+    nothing, keeps ``dist``)."""
+    return bool(getattr(config.option, "loadgroup", False)) or \
+        config.getoption("dist", "no") == "loadgroup"
+
+
 def module_of(item: pytest.Item) -> str:
     return item.nodeid.split("::", 1)[0]
 
@@ -65,10 +74,30 @@ def assign(items: list[pytest.Item], seconds: dict[str, float] | None = None) ->
     for item in items:
         if not any(True for _ in item.iter_markers("xdist_group")):
             item.add_marker(pytest.mark.xdist_group(units[module_of(item)]))
+        _name_group(item)
     first = {}
     for i, item in enumerate(items):
         first.setdefault(units[module_of(item)], i)
     items.sort(key=lambda it: (-weight[units[module_of(it)]], first[units[module_of(it)]]))
+
+
+def _name_group(item: pytest.Item) -> None:
+    """Append ``@<group>`` to the test's node id, which is what xdist's loadgroup scheduler
+    reads. xdist 3.8 does it in its workers by setting ``item._nodeid``, which pytest 9.2's
+    nodes no longer read (their node id is ``str(item._id)``, a ``NodeId``): without this
+    every test was its own unit, each module was split between the two processes, and both
+    built the book at once. Done once, whatever xdist does after (a scope is the text after
+    the last ``@``)."""
+    try:
+        from _pytest.nodeid import NodeId
+    except ImportError:        # a pytest whose nodes still read what xdist sets
+        return
+    nodeid = getattr(item, "nodeid", "")
+    if not isinstance(getattr(item, "_id", None), NodeId) or "@" in nodeid.rpartition("]")[2]:
+        return
+    names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                    for m in item.iter_markers("xdist_group")})
+    item._id = NodeId.parse(f"{nodeid}@{'_'.join(names)}")
 
 
 def from_junit(report: Path) -> dict[str, float]:

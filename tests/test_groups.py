@@ -82,3 +82,63 @@ def test_the_committed_record_names_modules_that_exist():
     assert rec, "tests/durations.json is missing or empty: python -m tests.groups REPORT.xml"
     assert all((groups.HERE.parent / m).is_file() for m in rec), \
         [m for m in rec if not (groups.HERE.parent / m).is_file()]
+
+
+CONFTEST = '''
+import sys
+sys.path.insert(0, {root!r})
+import pytest
+from tests import groups
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    if groups.wanted(config):
+        groups.assign(items, seconds={{}})
+
+
+@pytest.fixture(scope="session")
+def built_book():
+    return None
+'''
+MODULE = '''
+import os, time
+import pytest
+
+
+@pytest.mark.parametrize("i", range(4))
+def test_where(i{fixture}):
+    time.sleep(0.1)
+    with open({out!r}, "a") as f:
+        f.write(f"{{__name__}} {{os.environ['PYTEST_XDIST_WORKER']}}\\n")
+'''
+
+
+def test_two_xdist_workers_run_each_module_and_each_once_per_run_unit_whole(tmp_path):
+    """The real thing: ``pytest -n 2 --dist loadgroup`` over a small suite. The groups are
+    made where xdist collects, in its workers (a run that made them only where ``dist``
+    reads "loadgroup" split every module between the workers, and built the book in both
+    at once)."""
+    import subprocess
+    import sys
+    from collections import defaultdict
+
+    out = tmp_path / "ran.txt"
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "conftest.py").write_text(CONFTEST.format(root=str(groups.HERE.parent)))
+    for name, fixture in (("test_m1", ""), ("test_m2", ""), ("test_b1", ", built_book"),
+                          ("test_b2", ", built_book")):
+        (suite / f"{name}.py").write_text(MODULE.format(fixture=fixture, out=str(out)))
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "-n", "2", "--dist", "loadgroup", "--no-loadscope-reorder",
+                        str(suite)], capture_output=True, text=True, timeout=300,
+                       cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    workers = defaultdict(set)
+    for line in out.read_text().splitlines():
+        module, worker = line.split()
+        workers[module].add(worker)
+    assert sorted(workers) == ["test_b1", "test_b2", "test_m1", "test_m2"], workers
+    assert all(len(w) == 1 for w in workers.values()), workers      # each module whole
+    assert workers["test_b1"] == workers["test_b2"], workers        # the book's users together
