@@ -14,8 +14,7 @@ A plan "DPxTP:p1,p2,..." gives the mesh's shape and one placement per layer: "R"
 weight whole on every rank of a tp group), "col" (split by output features) or "row"
 (split by input features). The batch is always split along "dp". With the reshard
 functions' log on (as in reshard_paddle.py), each rank's log shows the collectives of a
-plan's first step after the warm-up under the lines "== <plan> <phase>" this script
-prints.
+plan's first step under the lines "== <plan> <phase>" this script prints.
 """
 import argparse
 import json
@@ -228,12 +227,9 @@ def main() -> None:
     dist.init_parallel_env()      # the global group, for the barriers around each step
     dims = [int(v) for v in args.dims.split(",")]
     runs = [Run(p, dims, args.batch) for p in args.plans]
-    # step 0 warms up: Paddle makes a mesh's communicators when they are first used. The
-    # next step marks its collectives in the log. The plans take turns, so that a burst of
-    # load on the machine slows all of them, not one.
-    for step in range(1 + args.steps):
-        for run in runs:
-            run.step(count=step == min(1, args.steps))
+    for step in range(1 + args.steps):   # step 0 warms up and logs the collectives;
+        for run in runs:                 # the plans take turns, so that a burst of load
+            run.step(count=step == 0)    # on the machine slows all of them, not one
     results = [run.result() for run in runs]
     rows = [] if args.no_sweep else sweep(args.device, args.repeats)
     if dist.get_rank() == 0:
