@@ -7,6 +7,8 @@ so a rebuild only runs the chapters that changed.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
@@ -79,9 +81,35 @@ def build_env(base: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+@contextlib.contextmanager
+def one_build_at_a_time(root: Path):
+    """Hold the book's folder for one build: its pages run in the book's own folders (the
+    chapters' ``_runs``, the execution cache), so a second build of the same book waits for
+    the first to end (it then finds the pages cached) instead of running them beside it,
+    where the two overwrite each other's runs. A lock on the folder itself (``flock``),
+    released when the build ends, however it ends."""
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"another build of {root} is running: waiting for it to end", file=sys.stderr,
+                  flush=True)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def build(root: Path = ROOT, builddir: Path | None = None, strict: bool = True,
           quiet: bool = False) -> float:
-    """Build the book; return the seconds it took. Raises CalledProcessError on failure."""
+    """Build the book; return the seconds it took. Raises CalledProcessError on failure.
+    Builds of one book run one at a time (:func:`one_build_at_a_time`)."""
+    with one_build_at_a_time(Path(root)):
+        return _build(root, builddir, strict, quiet)
+
+
+def _build(root: Path, builddir: Path | None, strict: bool, quiet: bool) -> float:
     env = build_env()
     # jupyter-book writes into <path-output>/_build (the book root's _build by default)
     refresh_cache(root, (builddir or root) / "_build")

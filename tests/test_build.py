@@ -61,3 +61,33 @@ def test_the_pages_temporary_files_go_into_a_folder_removed_after_the_build(tmp_
     assert len(seen) == 2 and seen[0] != seen[1]
     for folder in seen:
         assert Path(folder).name.startswith("course-book-tmp-") and not Path(folder).exists()
+
+
+def test_a_second_build_of_the_same_book_waits_for_the_first(tmp_path, monkeypatch, capsys):
+    """Two builds of one book would run its pages at once in the same folders (two launches
+    in one chapters/_runs): the second waits, and says so."""
+    import subprocess
+    import threading
+    import time
+
+    from grader import build as b
+
+    ran = []
+    monkeypatch.setattr(b.subprocess, "run",
+                        lambda cmd, env, **kw: ran.append(time.monotonic())
+                        or subprocess.CompletedProcess(cmd, 0, "", ""))
+    monkeypatch.setattr(b, "refresh_cache", lambda root, builddir: False)
+    with b.one_build_at_a_time(tmp_path):              # a first build, still running
+        second = threading.Thread(target=b.build, args=(tmp_path,), kwargs={"quiet": True})
+        second.start()
+        time.sleep(1.0)
+        assert not ran and second.is_alive()           # waits, runs nothing meanwhile
+        released = time.monotonic()
+    second.join(30)
+    assert len(ran) == 1 and ran[0] >= released
+    assert f"another build of {tmp_path} is running: waiting" in capsys.readouterr().err
+    other = tmp_path / "other-book"
+    other.mkdir()
+    with b.one_build_at_a_time(tmp_path):              # another book does not wait
+        b.build(other, quiet=True)
+    assert len(ran) == 2
