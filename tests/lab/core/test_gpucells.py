@@ -43,6 +43,17 @@ PAGE = textwrap.dedent('''\
     ''')
 
 
+@pytest.fixture(autouse=True)
+def outside_a_notebook(monkeypatch):
+    """These tests run the cells as plain Python, as make gpu-check does: no IPython shell.
+    A test run earlier in the same process can leave one behind (IPython keeps the first
+    ``InteractiveShell.instance()`` for the process's life: seen in make test, where notes
+    were then displayed as ``<IPython.core.display.HTML object>``), so it is hidden here."""
+    import IPython
+
+    monkeypatch.setattr(IPython, "get_ipython", lambda: None)
+
+
 @pytest.fixture
 def page(tmp_path):
     p = tmp_path / "page.md"
