@@ -74,7 +74,8 @@ def test_the_command_and_its_child_are_recorded_each_as_its_kind():
         if re.search(r"processes\s+the command itself", out):
             break
     assert re.search(r"^\s+[\d.]+ s\s+1 processes\s+the command itself$", out, re.M), out
-    assert re.search(r"^\s+[\d.]+ s\s+1 processes\s+grading workers", out, re.M), out
+    # (at least one: the other test process's grading workers are recorded too, when it grades)
+    assert re.search(r"^\s+[\d.]+ s\s+[1-9]\d* processes\s+grading workers", out, re.M), out
     assert _seconds(out, "the command itself") < 2.0, out    # not the child's burn too
     assert re.search(r"^wall clock [\d.]+ s, exit code 0; \d+ processes ended", out, re.M), out
     assert "machine busy, % per second:" in out

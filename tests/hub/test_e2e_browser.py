@@ -157,10 +157,22 @@ def _run_all_and_save(b: HubBrowser) -> str:
         seen = [e.get_attribute("textContent").strip() for e in d.find_elements("xpath", prompts)]
         return seen and all(re.fullmatch(r"\[\d+\]:", t) for t in seen)
 
-    b.wait(finished, 300, "every cell to run")
-    errors = [e.get_attribute("textContent") for e in b.d.find_elements(
-        "css selector", ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")]
-    assert not errors, f"the notebook failed in the student's kernel: {errors}"
+    def errors() -> list[str]:
+        return [e.get_attribute("textContent") for e in b.d.find_elements(
+            "css selector",
+            ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")]
+
+    def finished_or_failed(d):
+        # Run All stops at a cell that raises: the cells after it are never run
+        return finished(d) or bool(errors())
+
+    try:
+        b.wait(finished_or_failed, 300, "every cell to run")
+    except AssertionError as e:     # say which cells ran: a click that ran none, or a stall
+        seen = [x.get_attribute("textContent").strip()
+                for x in b.d.find_elements("xpath", prompts)]
+        raise AssertionError(f"{e}; the cells' prompts: {seen}") from None
+    assert not errors(), f"the notebook failed in the student's kernel: {errors()}"
     b.d.find_element("css selector", "body").send_keys(Keys.CONTROL, "s")
     b.wait(lambda d: not d.find_elements("css selector", ".lm-TabBar-tab.jp-mod-dirty"), 60,
            "the notebook saved")
