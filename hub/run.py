@@ -31,9 +31,9 @@ _NOT_COURSE = ("release", "submitted", "autograded", "feedback", "gradebook.db",
 
 def free_port() -> int:
     """A free port outside the kernel's ephemeral range (see grader.lab.core.ports)."""
-    from grader.lab.core.ports import free_ports
+    from grader.lab.core import ports
 
-    return free_ports(1)[0]
+    return ports.free_port()
 
 
 def course_id_of(course: Path, default: str = "pdl") -> str:

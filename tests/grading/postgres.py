@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from grader.lab.core.ports import free_port
+
 __all__ = ["PostgresServer", "postgres_server", "find_binaries", "start", "MISSING"]
 
 MISSING = ("PostgreSQL's server binaries (/usr/lib/postgresql/*/bin/initdb, pg_ctl) are "
@@ -80,12 +82,6 @@ def _unprivileged() -> tuple[list[str], int, int]:
     return ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups"], uid, gid
 
 
-def _free_port() -> int:
-    from grader.lab.core.ports import free_ports
-
-    return free_ports(1)[0]
-
-
 def start(bindir: str) -> PostgresServer:
     """initdb + start a server; raises RuntimeError with the server's log on failure."""
     run_as, uid, gid = _unprivileged()
@@ -102,7 +98,7 @@ def start(bindir: str) -> PostgresServer:
         raise RuntimeError(f"initdb failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
     log = os.path.join(root, "server.log")
     for _ in range(5):  # the port may be taken between choosing and binding it
-        port = _free_port()
+        port = free_port()
         opts = (f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off "
                 "-c synchronous_commit=off -c full_page_writes=off -c max_connections=60")
         r = subprocess.run(run_as + [os.path.join(bindir, "pg_ctl"), "-D", data, "-l", log,

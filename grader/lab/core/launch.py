@@ -32,7 +32,7 @@ from .ports import free_ports
 from .procs import RemoteFailure, callable_of, child_env, exit_now, log_tail, portable, \
     start_python, stop
 
-__all__ = ["launch", "RankFailed", "RankTimeout", "LaunchResult", "free_ports"]
+__all__ = ["launch", "RankFailed", "RankTimeout", "LaunchResult"]
 
 
 class RankFailed(RuntimeError):

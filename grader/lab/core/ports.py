@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 import socket
 
-__all__ = ["free_ports", "ephemeral_range"]
+__all__ = ["free_port", "free_ports", "ephemeral_range"]
 
 RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
 LOWEST = 10000          # below: ports services are more likely to claim by number
@@ -65,3 +65,8 @@ def free_ports(n: int, range_file: str = RANGE_FILE) -> list[int]:
         for s in socks:
             s.close()
     return ports
+
+
+def free_port() -> int:
+    """One free port outside the ephemeral range (:func:`free_ports`)."""
+    return free_ports(1)[0]

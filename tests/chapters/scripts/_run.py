@@ -9,17 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from grader.lab.core.ports import free_ports
+# a free port outside the kernel's ephemeral range: one found by binding port 0 can be handed
+# to another test's connection before the launcher binds it, and a torchrun that then joins
+# the stranger's listener as a client hangs (grader.lab.core.ports)
+from grader.lab.core.ports import free_port  # noqa: F401  (the chapter-script tests' import)
 
 SCRIPTS = Path(__file__).resolve().parents[3] / "chapters" / "scripts"
 BIN = Path(sys.executable).parent
-
-
-def free_port() -> int:
-    """A free port outside the kernel's ephemeral range (grader.lab.core.ports: one found
-    by binding port 0 can be handed to another test's connection before the launcher
-    binds it, and a torchrun that then joins the stranger's listener as a client hangs)."""
-    return free_ports(1)[0]
 
 
 def env(**extra: str) -> dict[str, str]:

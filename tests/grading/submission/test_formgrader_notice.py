@@ -17,6 +17,7 @@ from jinja2 import DictLoader, Environment, FileSystemLoader
 from nbgrader.server_extensions.formgrader import handlers
 
 from grader.grading.submission.formgrader_notice import NOTICE, NoticeLoader, install, transform_for
+from grader.lab.core.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 A1 = "a1_independent_ops"
@@ -72,12 +73,6 @@ def test_the_first_request_after_nbgraders_formgrader_loaded_installs_the_notice
     assert "course-grading-notice" in page
 
 
-def _free_port() -> int:
-    from grader.lab.core.ports import free_ports
-
-    return free_ports(1)[0]
-
-
 def _get(url: str, token: str) -> tuple[int, str]:
     req = urllib.request.Request(url, headers={"Authorization": f"token {token}"})
     try:
@@ -97,7 +92,7 @@ def test_a_jupyter_server_with_nbgraders_formgrader_serves_the_notice(tmp_path):
     config = tmp_path / "jupyter_server_config.py"
     config.write_text('c.ServerApp.jpserver_extensions = '
                       '{"grader.grading.submission.formgrader_notice": True}\n')
-    port, token = _free_port(), "notice-test"
+    port, token = free_port(), "notice-test"
     log = open(tmp_path / "server.log", "w")
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyter_server", f"--config={config}", "--no-browser",
