@@ -30,7 +30,7 @@ def test_times_must_be_positive():
         split_verdict(0.0, 1.0)
 
 
-@pytest.mark.parametrize("one, two, words", [(2.0, 1.0, "the first left undone"),
+@pytest.mark.parametrize("one, two, words", [(2.0, 1.0, "were faster; this run does not say"),
                                              (1.0, 1.05, "were no faster"),
                                              # the build's 1.12x is not "nothing"
                                              (99.0, 88.2, "gained little"),
@@ -48,10 +48,12 @@ def test_a_split_far_beyond_two_queues_is_not_explained_by_idle_hardware():
 
 
 CAUSES = ("kept the hardware busy", "kept most of the hardware busy", "too small",
-          "got in each other's way", "was not its arithmetic", "held each other back")
+          "got in each other's way", "was not its arithmetic", "held each other back",
+          "found work", "left undone", "filled")
 
 
-@pytest.mark.parametrize("one, two", [(99.0, 88.2), (1.0, 1.05), (1.0, 2.0), (1.0, 0.98)])
+@pytest.mark.parametrize("one, two", [(99.0, 88.2), (1.0, 1.05), (1.0, 2.0), (1.0, 0.98),
+                                      (2.0, 1.0)])
 def test_without_a_measured_peak_the_split_verdict_names_no_cause(one, two):
     text = split_verdict(one, two, "two streams", flops=2 * 64**3 * 2000)
     assert not [c for c in CAUSES if c in text], text
@@ -68,6 +70,8 @@ def test_a_launch_bound_gpu_run_is_not_called_busy():
     assert "busy" not in text.replace("left most of the hardware idle", "")
     assert "left most of the hardware idle" in text and "23.8 GFLOP/s" in text
     assert "0.063% of the measured peak" in text
+    faster = split_verdict(one, one / 1.5, "two streams", flops=flops, peak=38e12)
+    assert "were faster: one at a time left much of the hardware idle" in faster
     busy = split_verdict(1.0, 0.98, "two streams", flops=30e12, peak=38e12)
     assert "already kept the hardware busy" in busy and "79% of the measured peak" in busy
 

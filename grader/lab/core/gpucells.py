@@ -22,7 +22,9 @@ that cell does, in one of three ways, and says which:
 - the build machine has the GPUs the cell needs (``:gpus: 2`` asks for two; one is the
   default): the cell's own source runs live, in the notebook's namespace;
 - otherwise ``make gpu-check`` recorded the cell on a GPU: its output is printed (and its
-  figures shown) under a line naming the GPU, driver, versions and date;
+  figures shown) under a line naming the GPU, driver, versions and date; a record made
+  from an earlier version of the cell (its digest, :func:`source_digest`, differs) is not
+  shown: a note says it is stale, with its date;
 - otherwise one sentence says that the cell needs a GPU and what it shows there.
 
 ``make gpu-check`` (:func:`record_pages`) runs each page's framework variant top to
@@ -61,7 +63,7 @@ RECORDS = ROOT / "bench" / "results" / "gpu" / "cells"
 FRAMEWORKS = ("torch", "paddle")
 
 __all__ = ["Cell", "parse_page", "find_cell", "gpu_output", "load_record", "record_pages",
-           "run_cells", "GpuCellError"]
+           "run_cells", "is_stale", "GpuCellError"]
 
 
 class GpuCellError(LookupError):
@@ -231,9 +233,11 @@ def records_summary(page: str, directory: Path | None = None) -> list[str]:
         have = gpu_count(fw)
         live = [c for c in mine if have >= c.gpus]
         prov = rec.get("provenance", {}).get(fw, {})
-        shown = [] if not prov or prov.get("cpu_only") else [
+        recorded = [] if not prov or prov.get("cpu_only") else [
             c for c in mine if c not in live
             and not rec["cells"].get(f"{fw}:{c.gpu_name}", {"error": "none"}).get("error")]
+        stale = [c for c in recorded if is_stale(rec["cells"][f"{fw}:{c.gpu_name}"], c)]
+        shown = [c for c in recorded if c not in stale]
         parts = []
         if live:
             parts.append(f"{len(live)} run live here")
@@ -241,7 +245,10 @@ def records_summary(page: str, directory: Path | None = None) -> list[str]:
             parts.append(f"{len(shown)} {'show' if len(shown) > 1 else 'shows'} a run recorded on {prov.get('gpu_count', '?')} x "
                          f"{prov.get('gpu_name', '?')} on {str(prov.get('date', '?'))[:10]} "
                          f"(make gpu-check)")
-        rest = len(mine) - len(live) - len(shown)
+        if stale:
+            parts.append(f"{len(stale)} {'have' if len(stale) > 1 else 'has'} a record of "
+                         "an earlier version of the code, not shown")
+        rest = len(mine) - len(live) - len(shown) - len(stale)
         if rest:
             parts.append(f"{rest} {'say' if rest > 1 else 'says'} what {'they need' if rest > 1 else 'it needs'}"
                          " (no run on such a GPU machine recorded yet)")
@@ -288,7 +295,8 @@ def _show_png(b64: str) -> None:
 def gpu_output(page: str, name: str, expect: str = "", *, framework: str | None = None,
                directory: Path | None = None, namespace: dict | None = None) -> str:
     """Show what the GPU cell ``name`` of chapter ``page`` does here; returns the mode
-    used: ``"live"``, ``"recorded"`` or ``"needs-gpu"`` (end the cell with ``;`` so that
+    used: ``"live"``, ``"recorded"``, ``"stale"`` (a record of an earlier version of the
+    cell: not shown) or ``"needs-gpu"`` (end the cell with ``;`` so that
     Jupyter does not print it). ``framework`` names the tab when the PyTorch and Paddle
     cells of one experiment share a name."""
     cell = find_cell(page, name, framework)
@@ -307,14 +315,20 @@ def gpu_output(page: str, name: str, expect: str = "", *, framework: str | None 
     rec = load_record(page, directory)
     entry = (rec or {}).get("cells", {}).get(f"{framework}:{name}")
     prov = (rec or {}).get("provenance", {}).get(framework, {})
-    if entry and not entry.get("error") and prov and not prov.get("cpu_only"):
-        said = [provenance_line(prov, framework)]
-        if entry.get("source") not in (None, source_digest(cell)):
-            commit = str(prov.get("commit") or "")[:10] or "an earlier commit"
-            said.append(f"Recorded from an earlier version of this cell, at {commit}: the "
-                        "code above has changed since, and make gpu-check has not run it "
-                        "again.")
-        note(said, kind="note")
+    shown = bool(entry and not entry.get("error") and prov and not prov.get("cpu_only"))
+    if shown and is_stale(entry, cell):
+        # The output of other code: its numbers and verdicts may be false of the code
+        # above (a record said the streams "kept most of the hardware busy" after the
+        # cell had changed). Not shown; the note says that a record exists, and when.
+        commit = str(prov.get("commit") or "")[:10] or "an earlier commit"
+        note([f"A run of an earlier version of this cell was recorded by make gpu-check "
+              f"on {prov.get('gpu_count', '?')} x {prov.get('gpu_name', '?')} on "
+              f"{str(prov.get('date', '?'))[:10]} (at {commit}). The code above has "
+              "changed since, so that stale output is not shown; make gpu-check records "
+              "it again.", f"On a GPU, {expect}" if expect else ""], kind="warning")
+        return "stale"
+    if shown:
+        note(provenance_line(prov, framework), kind="note")
         print(entry.get("stdout", "").rstrip())
         for png in entry.get("figures", []):
             _show_png(png)
@@ -324,6 +338,12 @@ def gpu_output(page: str, name: str, expect: str = "", *, framework: str | None 
     note(f"This {label} cell needs {need} ({why}), and no run of it on a GPU is "
          f"recorded yet." + (f" On a GPU, {expect}" if expect else ""), kind="note")
     return "needs-gpu"
+
+
+def is_stale(entry: dict, cell: Cell) -> bool:
+    """Whether a record was made from other code than ``cell``'s today (its digest, or
+    none: a record that does not say which code ran cannot be shown as this code's)."""
+    return entry.get("source") != source_digest(cell)
 
 
 # --- running pages on a GPU machine (make gpu-check) -----------------------------------

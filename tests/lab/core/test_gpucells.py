@@ -111,31 +111,51 @@ def test_without_a_gpu_or_a_record_it_says_what_the_cell_needs(page, tmp_path, c
 
 def test_a_recorded_run_is_shown_with_its_provenance(page, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(gpucells, "gpu_count", lambda fw: 0)
+    digest = gpucells.source_digest(gpucells.find_cell(page, "square"))
     rec = {"provenance": {"torch": {"gpu_name": "NVIDIA H200", "gpu_count": 1,
                                     "driver": "580.1", "date": "2026-11-30T10:00:00+00:00",
                                     "versions": {"torch": "2.11.0", "python": "3.12.3"},
                                     "cuda": {"torch": "13.0"}, "cpu_only": False}},
-           "cells": {"torch:square": {"stdout": "square 9\n", "figures": [], "error": ""}}}
+           "cells": {"torch:square": {"stdout": "square 9\n", "figures": [], "error": "",
+                                      "source": digest}}}
     (tmp_path / "page.json").write_text(json.dumps(rec))
     assert gpucells.gpu_output(page, "square", directory=tmp_path) == "recorded"
     out = capsys.readouterr().out
     assert "NVIDIA H200" in out and "2026-11-30" in out and "square 9" in out
+    # a record that does not say which code ran is not shown as today's code's
+    del rec["cells"]["torch:square"]["source"]
+    (tmp_path / "page.json").write_text(json.dumps(rec))
+    assert gpucells.gpu_output(page, "square", directory=tmp_path) == "stale"
+    assert "square 9" not in capsys.readouterr().out
 
 
-def test_a_record_of_an_earlier_version_of_the_cell_says_so(page, tmp_path, capsys,
-                                                           monkeypatch):
+def test_a_record_of_an_earlier_version_of_the_cell_is_not_shown(page, tmp_path, capsys,
+                                                                 monkeypatch):
+    """Its output is another code's: a note says a stale record exists, with its date and
+    commit, and what the cell shows on a GPU; the recorded output is not printed."""
     monkeypatch.setattr(gpucells, "gpu_count", lambda fw: 0)
     written = gpucells.record_pages([page], ("torch",), tmp_path, allow_cpu=True, log=None)
     rec = json.loads(written["page"].read_text())
-    rec["provenance"]["torch"].update(cpu_only=False, commit="0123456789abcdef")
+    rec["provenance"]["torch"].update(cpu_only=False, commit="0123456789abcdef",
+                                      gpu_name="NVIDIA H100", gpu_count=1)
     (tmp_path / "page.json").write_text(json.dumps(rec))
     assert gpucells.gpu_output(page, "square", directory=tmp_path) == "recorded"
-    assert "earlier version" not in capsys.readouterr().out   # the same code
-    page.write_text(PAGE.replace('print("square", x * x)', 'print("square!", x * x)'))
-    assert gpucells.gpu_output(page, "square", directory=tmp_path) == "recorded"
     out = capsys.readouterr().out
-    assert "Recorded from an earlier version of this cell, at 0123456789" in out
-    assert "square 9" in out
+    assert "square 9" in out and "stale" not in out   # the same code
+    date = rec["provenance"]["torch"]["date"][:10]
+    assert gpucells.records_summary(page, tmp_path) == [
+        f"  PyTorch GPU cells (1): 1 shows a run recorded on 1 x NVIDIA H100 on {date} "
+        "(make gpu-check)",
+        "  Paddle GPU cells (1): 1 says what it needs (no run on such a GPU machine recorded yet)"]
+    page.write_text(PAGE.replace('print("square", x * x)', 'print("square!", x * x)'))
+    assert gpucells.gpu_output(page, "square", "it prints 9.", directory=tmp_path) == "stale"
+    out = capsys.readouterr().out
+    assert "square 9" not in out
+    assert "earlier version of this cell" in out and "0123456789" in out and date in out
+    assert "stale output is not shown" in out and "it prints 9." in out
+    assert gpucells.records_summary(page, tmp_path) == [
+        "  PyTorch GPU cells (1): 1 has a record of an earlier version of the code, not shown",
+        "  Paddle GPU cells (1): 1 says what it needs (no run on such a GPU machine recorded yet)"]
 
 
 def test_the_committed_records_are_gpu_runs_of_cells_on_the_pages():
