@@ -82,7 +82,19 @@ def _results(values, xs_host, m) -> tuple[bool, str, str]:
     return True, "op(x) for every x", ""
 
 
+def _raced(m, t0: int) -> list:
+    """The copies to the host that read their product before it was computed (the machine
+    records such a race at the moment the copy is queued, before its clock moves on)."""
+    races = {v.at_ns for v in m.violations if v.kind == "race"}
+    return [o for o in m.copy_ops(t0) if o.name == "d2h" and o.launched_ns in races]
+
+
 def _overlap(m, t0: int) -> float:
+    """Seconds of copying to the host that ran beside computation, counting only copies that
+    waited for their product: a copy that does not wait overlaps computation because it
+    copies garbage, the mistake the task teaches against, and earns nothing."""
+    raced = set(_raced(m, t0))
+
     def merged(ops):
         out: list[list[int]] = []
         for s, e in sorted((o.start_ns, o.end_ns) for o in ops):
@@ -93,13 +105,18 @@ def _overlap(m, t0: int) -> float:
         return out
 
     comp = merged(o for o in m.compute_ops(t0))
-    copies = merged(o for o in m.copy_ops(t0) if o.name == "d2h")
+    copies = merged(o for o in m.copy_ops(t0) if o.name == "d2h" and o not in raced)
     return sum(max(0, min(e1, e2) - max(s1, s2)) for s1, e1 in comp for s2, e2 in copies) / 1e9
 
 
 def _overlap_hint(m, t0: int, framework: str) -> str:
     n = NAMES[framework]
     copies = [o for o in m.copy_ops(t0) if o.name == "d2h"]
+    if raced := _raced(m, t0):
+        return (f"{len(raced)} of {len(copies)} copies did not wait for their product (they "
+                "read it before it was computed), so their overlap does not count: record an "
+                "event after each product and make the copy stream wait for it "
+                "(copy_stream.wait_event(event)) before the copy")
     compute_streams = {o.stream for o in m.compute_ops(t0)}
     if copies and not any(o.pinned for o in copies):
         return ("the copies went to pageable host memory, so the host waited for each one "
@@ -149,7 +166,8 @@ def check_sequential(sequential, framework: str = "torch") -> CheckResult:
 
 def check_overlapped(overlapped, framework: str = "torch") -> CheckResult:
     """5 points: copies overlap computation (3: the task's subject, so the sequential
-    function handed in here gets 2), right results (1: garbage means read before the copy
+    function handed in here gets 2; only copies that waited for their product count),
+    right results (1: garbage means read before the copy
     landed, or copied before the product was computed), the time is the whole run (0.5),
     N copies (0.5)."""
     name = "overlapped"
