@@ -25,6 +25,7 @@ from pathlib import Path
 import nbformat
 
 __all__ = ["wheel_name", "build_wheel", "setup_cell", "with_setup_cell", "notebook_framework",
+           "notebook_chooses_framework",
            "handin_cell", "with_handin_cell", "SETUP_ID", "HANDIN_ID"]
 
 SETUP_ID = "course-setup"       # the cell's id in the student notebooks
@@ -86,7 +87,7 @@ _CELL = '''\
 # On the course's hub everything is installed. Anywhere else (a laptop, Colab) this cell
 # installs what is missing with pip, quietly, and says what: the course package from the
 # wheel the book publishes next to this notebook, {wheel}
-# (on the exercises page: save it in this notebook's folder){or_book}.
+# (on the exercises page: save it in this notebook's folder){or_book}.{when}
 import importlib
 import importlib.util
 import shutil
@@ -96,8 +97,10 @@ from pathlib import Path
 
 WHEEL = "{wheel}"
 BOOK = "{book}"  # the book's address, when its build was told it
-FRAMEWORK = "{framework}"  # the framework this notebook's answers use by default
+DEFAULT = "{framework}"  # the framework this notebook's answers use by default
+CHOOSE = {choose}  # True: the answers' FRAMEWORK line chooses the framework
 PINS = {{"torch": "torch=={torch}", "paddle": "paddlepaddle=={paddle}"}}  # the book's
+SIZE = {{"torch": "about 750 MB", "paddle": "about 850 MB"}}  # installed, CPU builds
 
 
 def pip(*args):
@@ -105,6 +108,29 @@ def pip(*args):
                           capture_output=True, text=True)
     if done.returncode:
         raise RuntimeError("pip failed:\\n" + done.stderr[-2000:])
+
+
+TRIED = set()  # installed by this kernel already
+
+
+def need(framework):
+    \"\"\"Install the book's `framework` (pinned) where this Python lacks it.\"\"\"
+    if (framework not in PINS or framework in TRIED
+            or importlib.util.find_spec(framework) is not None):
+        return
+    TRIED.add(framework)
+    # the CPU build where there is no NVIDIA GPU (PyTorch's CPU wheels come from its
+    # own index; PyPI's paddlepaddle is the CPU one)
+    gpu = shutil.which("nvidia-smi") is not None
+    extra = [] if gpu or framework == "paddle" else [
+        "--extra-index-url", "https://download.pytorch.org/whl/cpu"]
+    build = "GPU build" if gpu else f"CPU build, {{SIZE[framework]}} installed"
+    print(f"installing {{PINS[framework]}} ({{build}}; a few minutes), once")
+    pip(PINS[framework], *extra)
+    importlib.invalidate_caches()
+    if importlib.util.find_spec(framework) is None:
+        print(f"installed, but this kernel does not see {{framework}} yet: restart the "
+              "kernel and run the notebook again from the top")
 
 
 if importlib.util.find_spec("grader") is None:
@@ -119,21 +145,30 @@ if importlib.util.find_spec("grader") is None:
             "page into that folder, then run this cell again")
     print(f"installing the course package (with NumPy and Matplotlib) from {{source}}")
     pip(source)
-if FRAMEWORK and importlib.util.find_spec(FRAMEWORK) is None:
-    # this notebook's framework only, and the CPU build where there is no NVIDIA GPU
-    # (PyTorch's CPU wheels come from its own index; PyPI's paddlepaddle is the CPU one)
-    gpu = shutil.which("nvidia-smi") is not None
-    extra = [] if gpu or FRAMEWORK == "paddle" else [
-        "--extra-index-url", "https://download.pytorch.org/whl/cpu"]
-    print(f"installing {{PINS[FRAMEWORK]}} ({{'GPU' if gpu else 'CPU'}} build; the CPU "
-          "build takes about 750 MB installed), once")
-    pip(PINS[FRAMEWORK], *extra)
+if CHOOSE and "get_ipython" in globals():
+    # installed right after the cell that sets FRAMEWORK has run, so a notebook
+    # answered in the other framework installs that one only
+    def follow_framework(result=None):
+        need(get_ipython().user_ns.get("FRAMEWORK"))
+
+    events = get_ipython().events
+    for f in list(events.callbacks["post_run_cell"]):
+        if getattr(f, "__name__", "") == "follow_framework":   # this cell, run again
+            events.unregister("post_run_cell", f)
+    events.register("post_run_cell", follow_framework)
+else:
+    need(DEFAULT)
 importlib.invalidate_caches()
 if importlib.util.find_spec("grader") is None:
     raise RuntimeError("installed, but this kernel does not see it yet: restart "
                        "the kernel and run the notebook again from the top")
 print("course package:", importlib.import_module("grader").__version__)
 '''
+
+_WHEN = '''
+# Your framework (the FRAMEWORK line of the first answer cell: "torch" or "paddle") is
+# installed once, pinned, right after that cell runs: the CPU build where there is no
+# NVIDIA GPU (PyTorch about 750 MB installed, PaddlePaddle about 850 MB; a few minutes).'''
 
 
 def _pins(root: Path) -> dict[str, str]:
@@ -142,6 +177,13 @@ def _pins(root: Path) -> dict[str, str]:
         name, _, version = line.partition("==")
         pins[name.strip().lower()] = version.strip()
     return {"torch": pins.get("torch", ""), "paddle": pins.get("paddlepaddle", "")}
+
+
+def notebook_chooses_framework(nb: nbformat.NotebookNode) -> bool:
+    """Whether the notebook's answers choose their framework with a ``FRAMEWORK = "..."``
+    line (the student may change it), rather than importing one framework."""
+    source = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    return re.search(r'^FRAMEWORK = "(torch|paddle)"', source, re.M) is not None
 
 
 def notebook_framework(nb: nbformat.NotebookNode) -> str:
@@ -158,16 +200,21 @@ def notebook_framework(nb: nbformat.NotebookNode) -> str:
 
 
 def setup_cell(wheel: str, book_url: str = "", framework: str = "torch",
-               root: Path | None = None) -> nbformat.NotebookNode:
+               root: Path | None = None, choose: bool = False) -> nbformat.NotebookNode:
     """The first code cell of a student notebook published by the book: the course
-    package, and ``framework`` (pinned to the book's version) where no framework is
-    installed."""
+    package, and the framework (pinned to the book's version) where it is not installed.
+    With ``choose`` the notebook's ``FRAMEWORK`` line picks the framework: the cell
+    installs the one that line names, right after the cell holding it has run (an IPython
+    ``post_run_cell`` hook), so a student who answers in Paddle never installs PyTorch;
+    otherwise ``framework`` is installed at once."""
     book_url = book_url.rstrip("/")
     or_book = f";\n# or leave it, and this cell fetches it from {book_url}" if book_url else ""
-    needs = {"torch": " and PyTorch", "paddle": " and PaddlePaddle"}.get(framework, "")
+    needs = (", and a framework" if choose else
+             {"torch": " and PyTorch", "paddle": " and PaddlePaddle"}.get(framework, ""))
     pins = _pins(root or Path(__file__).resolve().parent.parent)
     cell = nbformat.v4.new_code_cell(_CELL.format(
         wheel=wheel, book=book_url, or_book=or_book, framework=framework, needs=needs,
+        choose=bool(choose), when=_WHEN if choose else "",
         torch=pins["torch"], paddle=pins["paddle"]).rstrip("\n"))
     cell["id"] = SETUP_ID
     return cell
@@ -177,7 +224,8 @@ def with_setup_cell(nb: nbformat.NotebookNode, wheel: str,
                     book_url: str = "") -> nbformat.NotebookNode:
     """``nb`` with :func:`setup_cell` right after its title (its first markdown cell)."""
     at = 1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0
-    nb.cells.insert(at, setup_cell(wheel, book_url, notebook_framework(nb)))
+    nb.cells.insert(at, setup_cell(wheel, book_url, notebook_framework(nb),
+                                   choose=notebook_chooses_framework(nb)))
     return nb
 
 

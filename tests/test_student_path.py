@@ -31,6 +31,9 @@ def _answered_notebook(wheel: str, framework: str = "torch") -> nbformat.Noteboo
     without its hidden tests, as a released notebook a student has filled in; in Paddle,
     the same answers in Paddle's API, chosen with the notebook's ``FRAMEWORK`` line."""
     nb = nbformat.read(ROOT / "exercises" / "source" / A1 / f"{A1}.ipynb", as_version=4)
+    # the set-up cell of the notebook as published (FRAMEWORK = "torch"), before the
+    # student's choice: it must install what the answers choose
+    nb = with_setup_cell(nb, wheel)
     for c in nb.cells:
         if c.cell_type == "code" and "### BEGIN HIDDEN TESTS" in c.source:
             head, _, rest = c.source.partition("### BEGIN HIDDEN TESTS")
@@ -39,7 +42,7 @@ def _answered_notebook(wheel: str, framework: str = "torch") -> nbformat.Noteboo
             c.source = (c.source.replace('FRAMEWORK = "torch"', 'FRAMEWORK = "paddle"')
                         .replace("torch.cuda.", "paddle.device.").replace("(torch,", "(paddle,")
                         .replace("torch.", "paddle."))
-    return with_handin_cell(with_setup_cell(nb, wheel), A1)
+    return with_handin_cell(nb, A1)
 
 
 # Measured 2026-12-01 on this project's machine (2 cores shared with ~6 engineers' runs,

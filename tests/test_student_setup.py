@@ -104,8 +104,8 @@ def test_the_set_up_cell_installs_the_notebooks_framework_only_and_pinned():
     torch_cell = setup_cell("w.whl", framework="torch").source
     assert f'"torch": "torch=={pins["torch"]}"' in torch_cell
     assert f'"paddle": "paddlepaddle=={pins["paddlepaddle"]}"' in torch_cell
-    assert 'FRAMEWORK = "torch"' in torch_cell and "download.pytorch.org/whl/cpu" in torch_cell
-    assert 'FRAMEWORK = ""' in setup_cell("w.whl", framework="").source
+    assert 'DEFAULT = "torch"' in torch_cell and "download.pytorch.org/whl/cpu" in torch_cell
+    assert 'DEFAULT = ""' in setup_cell("w.whl", framework="").source
     for name in ASSIGNMENTS:
         nb = nbformat.read(SOURCE / name / f"{name}.ipynb", as_version=4)
         fw = notebook_framework(nb)
@@ -124,3 +124,54 @@ def test_the_wheel_asks_for_no_framework_and_admits_python_3_12():
     from packaging.specifiers import SpecifierSet
     assert {"3.11", "3.12"} <= {v for v in ("3.10", "3.11", "3.12")
                                  if v + ".0" in SpecifierSet(project["requires-python"])}
+
+
+_FAKE_PIP = '''\
+import json, os, sys
+with open(os.environ["FAKE_PIP_LOG"], "a") as f:
+    f.write(json.dumps(sys.argv[1:]) + "\\n")
+'''
+
+_SHELL = '''\
+import json, sys
+sys.modules["torch"] = sys.modules["paddle"] = None   # a student's Python without either
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+for cell in json.loads(sys.argv[1]):
+    result = shell.run_cell(cell)
+    print("CELL-DONE", result.success, flush=True)
+'''
+
+
+@pytest.mark.parametrize("chosen", ["torch", "paddle"])
+def test_the_set_up_cell_installs_the_framework_the_answers_choose_not_the_default(chosen, tmp_path):
+    """A notebook published with FRAMEWORK = "torch" in its first answer cell, answered in
+    Paddle: the set-up cell (run first, before the student's choice) installs nothing yet,
+    and the framework the answer cell names is installed right after that cell has run,
+    the other never. ``pip`` is a stand-in that records what it was asked to install;
+    IPython is a real shell."""
+    nb = nbformat.read(SOURCE / "a1_independent_ops" / "a1_independent_ops.ipynb", as_version=4)
+    nb = with_setup_cell(student_version(nb), "w.whl")
+    setup = next(c for c in nb.cells if c.get("id") == "course-setup").source
+    fake = tmp_path / "fake"
+    (fake / "pip").mkdir(parents=True)
+    (fake / "pip" / "__init__.py").write_text("")
+    (fake / "pip" / "__main__.py").write_text(_FAKE_PIP)
+    log = tmp_path / "pip.log"
+    log.touch()
+    answer = f'FRAMEWORK = "{chosen}"\nprint("answered in", FRAMEWORK)'
+    cells = [setup, "print('between')", answer, "print('after')"]
+    done = subprocess.run([sys.executable, "-c", _SHELL, __import__("json").dumps(cells)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=f"{fake}:{ROOT}",
+                                   FAKE_PIP_LOG=str(log)))
+    assert done.returncode == 0 and done.stdout.count("CELL-DONE True") == 4, done.stdout + done.stderr
+    before, _, after = done.stdout.partition("answered in")
+    assert "installing" not in before                 # nothing before the student chose
+    pins = dict(line.split("==") for line in (ROOT / "constraints.txt").read_text().split()
+                if "==" in line)
+    pin = {"torch": f"torch=={pins['torch']}", "paddle": f"paddlepaddle=={pins['paddlepaddle']}"}
+    other = "paddle" if chosen == "torch" else "torch"
+    installs = log.read_text().splitlines()
+    assert len(installs) == 1 and pin[chosen] in installs[0] and pin[other] not in installs[0]
+    assert f"installing {pin[chosen]}" in after and "MB installed" in after
