@@ -60,10 +60,19 @@ def launch_links(name: str, theme_options: dict, launch_path: str) -> list[tuple
     return out
 
 
+def assignment_order(name: str) -> tuple:
+    """Sort key of an assignment folder: by its number (``a2`` before ``a10``, which text
+    order puts before ``a1``), then by name."""
+    m = re.match(r"a(\d+)_", name)
+    return (int(m.group(1)) if m else float("inf"), name)
+
+
 def _assignments(app) -> list[dict]:
     src = Path(app.srcdir) / app.config.exercises_source
     found = []
-    for folder in sorted(p for p in src.iterdir() if p.is_dir()) if src.is_dir() else []:
+    folders = sorted((p for p in src.iterdir() if p.is_dir()), key=lambda p: assignment_order(p.name)) \
+        if src.is_dir() else []
+    for folder in folders:
         for nb in sorted(folder.glob("*.ipynb")):
             found.append({**assignment_info(nb), "path": nb})
     return found

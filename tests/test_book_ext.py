@@ -59,3 +59,15 @@ def test_no_student_facing_text_says_seed():
     assert not re.search(r"\bseeds?\b", (ROOT / "chapters" / "exercises.md").read_text(), re.I)
     for snippet in (ROOT / "chapters" / "_exercises").glob("*.md"):
         assert not re.search(r"\bseeds?\b", snippet.read_text(), re.I), snippet
+
+
+def test_the_exercises_table_lists_assignments_by_number():
+    """a1, a2, ..., a9, a10: text order would put a10 before a1."""
+    from types import SimpleNamespace
+
+    from grader.book_ext import _assignments
+
+    app = SimpleNamespace(srcdir=str(ROOT), config=SimpleNamespace(exercises_source="exercises/source"))
+    names = [a["path"].parent.name for a in _assignments(app)]
+    numbers = [int(n[1:].split("_")[0]) for n in names]
+    assert len(numbers) >= 12 and numbers == sorted(numbers) == list(range(1, len(numbers) + 1))
