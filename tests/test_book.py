@@ -100,3 +100,50 @@ def test_no_page_shows_launcher_chatter_or_an_objects_address(built_book):
         html = page.read_text()
         assert "LAUNCH INFO" not in html, page.name
         assert not re.search(r"object at 0x[0-9a-f]+", html), page.name
+
+
+def _chapter_pages(built_book):
+    return sorted((built_book / "chapters").glob("*.html"))
+
+
+def test_no_output_line_is_wider_than_the_page(built_book):
+    """An output box scrolls sideways and cuts a long line at the page's edge: every line
+    of every output fits in tests/book_html.py's WIDTH (100) characters."""
+    from tests import book_html
+    wide = {page.stem: lines for page in _chapter_pages(built_book)
+            if (lines := book_html.wide_lines(book_html.read_html(page.read_text())))}
+    assert not wide, "\n".join(f"{p}: {len(ls)} lines, e.g. {ls[0]!r}" for p, ls in wide.items())
+
+
+def test_no_page_shows_a_gpu_record_of_code_that_has_changed(built_book):
+    """A record made from an earlier version of its cell (the digest the record keeps is
+    not today's) is not shown: none of the lines it printed is on the page."""
+    import json
+    from grader.lab.core import gpucells
+    from tests import book_html
+    stale = 0
+    for path in sorted(gpucells.RECORDS.glob("*.json")):
+        page = built_book / "chapters" / f"{path.stem}.html"
+        text = " ".join(line for _, line in book_html.read_html(page.read_text()).outputs)
+        for key, entry in json.loads(path.read_text())["cells"].items():
+            framework, name = key.split(":", 1)
+            cell = gpucells.find_cell(path.stem, name, framework)
+            if entry.get("error") or not gpucells.is_stale(entry, cell):
+                continue
+            stale += 1
+            printed = [s.strip() for s in entry["stdout"].splitlines() if len(s.strip()) > 20]
+            shown = [s for s in printed if s in text]
+            assert not shown, f"{path.stem} {key}: a stale record is shown: {shown[0]!r}"
+    print(f"{stale} stale records, none shown")
+
+
+def test_each_tab_names_the_other_framework_only_beside_its_own(built_book):
+    """The built pages' tabs, outputs included: tests/book_html.py's rule and its ONLY_IN
+    claims (test_book_html checks the chapters' prose without a build)."""
+    from tests import book_html
+    problems = []
+    for page in _chapter_pages(built_book):
+        text = book_html.read_html(page.read_text())
+        problems += [f"{page.stem} [{fw}]: {s}" for fw, s in book_html.foreign_sentences(text)]
+        problems += [f"{page.stem}: {p}" for p in book_html.misplaced_claims(page.stem, text)]
+    assert not problems, "\n".join(problems)
