@@ -21,6 +21,12 @@ How a setting travels, the cell time limit for instance (``[limits] cell_timeout
 3. the kernel's own limits (memory, CPU time, processes, files) go to the sandbox's launcher
    in its settings file (:func:`grader.grading.sandbox.setup.prepare`).
 
+The private overlay (``[overlay] folder``, :mod:`grader.grading.overlay`) is read from
+``course.toml`` by each reader itself (release and grading through ``nbgrader_config.py``,
+the judge through :mod:`grader.grading.hidden`, the pipeline's cache key), so that every path
+sees the same source notebooks and hidden checks; :func:`load` checks it once per process
+(an absolute path to a folder outside the course, out of every sandbox's reach).
+
 The course id (``[gradebook] course_id``) travels the same way: ``nbgrader_config.py``
 sets ``CourseDirectory.course_id`` from :func:`load`, the hub reads it from there, and the
 pipeline opens the gradebook with :meth:`GradingConfig.gradebook`. No setting travels in
@@ -85,6 +91,7 @@ class GradingConfig:
     limits: Limits = field(default_factory=Limits)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     submission: SubmissionLimits = field(default_factory=SubmissionLimits)
+    overlay: Path | None = None       # [overlay] folder: private source/ and hidden/ (overlay.py)
 
     def gradebook(self):
         """nbgrader's gradebook of this course (a context manager)."""
@@ -128,7 +135,8 @@ def load(course: str | Path) -> GradingConfig:
             raw = tomllib.loads(path.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as e:
             raise ValueError(f"{path} is not valid TOML: {e}") from None
-    unknown = sorted(set(raw) - {"gradebook", "grading", "limits", "sandbox", "submission"})
+    unknown = sorted(set(raw) - {"gradebook", "grading", "limits", "sandbox", "submission",
+                                 "overlay"})
     if unknown:
         raise ValueError(f"{path}: unknown section(s) {unknown}")
     book = raw.get("gradebook", {})
@@ -148,10 +156,12 @@ def load(course: str | Path) -> GradingConfig:
     limits = _section(raw, "limits", Limits, path)
     sandbox = _section(raw, "sandbox", SandboxConfig, path)
     submission = _section(raw, "submission", SubmissionLimits, path)
+    from .overlay import folder_of
+
     cfg = GradingConfig(course=course, course_id=course_id,
                         db_url=url or "sqlite:///" + str(course / "gradebook.db"),
                         workers=workers or default_workers(), limits=limits, sandbox=sandbox,
-                        submission=submission)
+                        submission=submission, overlay=folder_of(raw, path))
     problem = check(cfg)
     if problem:
         raise ValueError(f"{path}: {problem}")
@@ -184,6 +194,10 @@ def check(cfg: GradingConfig) -> str | None:
         return (f"[sandbox] uid_base = {cfg.sandbox.uid_base} should be between {MIN_UID} and "
                 f"{2**31 - 2 * 10**5}: each worker slot's kernels run as uid_base + slot and "
                 "its judge as uid_base + slot + 1000, never as root or a system user")
+    if cfg.overlay is not None:
+        from .overlay import problem
+
+        return problem(cfg)
     return None
 
 

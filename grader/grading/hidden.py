@@ -22,6 +22,10 @@ inside its hidden block only, which the released notebook does not contain::
    ``hidden/``: ``nbgrader validate source/aN/aN.ipynb`` runs its kernel in
    ``source/aN``, a kernel grading test cells itself in ``autograded/<student>/aN``.
 
+A course that grades for credit names a private overlay in ``course.toml``
+(:mod:`grader.grading.overlay`): its ``hidden/<name>.py`` replaces the course's module of the
+same name, and its ``secret`` seeds the cases a check draws with :func:`cases`.
+
 This module holds no check and no answer; importing it from a student's kernel finds
 nothing there (``load`` raises ``ImportError`` saying where the checks live).
 """
@@ -33,11 +37,12 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["load", "use", "preload", "course_root", "PACKAGE"]
+__all__ = ["load", "use", "preload", "course_root", "cases", "PACKAGE"]
 
 PACKAGE = "hidden"          # the folder's name in the course, and the package's
 _registered: list[Path] = []
 _preloaded: dict[str, ModuleType] = {}
+_secret: dict[Path, bytes | None] = {}     # course folder -> its overlay's secret, once read
 
 
 def use(root: str | Path) -> None:
@@ -68,11 +73,14 @@ def preload(root: str | Path) -> None:
     """Import every module of ``<root>/hidden`` now and register ``root``: the judge does
     this before it gives up the grading user's rights (:mod:`grader.grading.judge.confine`),
     after which :func:`load` answers from what was imported and reads no file."""
+    from .overlay import hidden_folders, secret
+
     use(root)
-    folder = Path(root).resolve() / PACKAGE
-    for path in sorted(folder.glob("a*.py")):
-        if path.stem.isidentifier():
-            _preloaded[path.stem] = load(path.stem)
+    root = Path(root).resolve()
+    _secret[root] = secret(root)
+    for stem in sorted({p.stem for f in hidden_folders(root) for p in f.glob("a*.py")}):
+        if stem.isidentifier():
+            _preloaded[stem] = load(stem)
 
 
 def load(assignment: str) -> ModuleType:
@@ -85,11 +93,15 @@ def load(assignment: str) -> ModuleType:
         raise ImportError(f"the hidden checks of {assignment} are not here: they live in the "
                           f"instructor's course folder ({PACKAGE}/{assignment}.py next to "
                           "nbgrader_config.py), which grading reads and students never see")
-    package = _package(root / PACKAGE)
+    from .overlay import hidden_folders
+
+    folders = hidden_folders(root)            # the private overlay's first
+    package = _package(folders)
     name = f"{PACKAGE}.{assignment}"
     module = sys.modules.get(name)
     if module is None:
-        path = root / PACKAGE / f"{assignment}.py"
+        path = next((f / f"{assignment}.py" for f in folders if (f / f"{assignment}.py").is_file()),
+                    root / PACKAGE / f"{assignment}.py")
         if not path.is_file():
             raise ImportError(f"no hidden checks for {assignment}: {path} does not exist")
         spec = importlib.util.spec_from_file_location(name, path)
@@ -104,17 +116,34 @@ def load(assignment: str) -> ModuleType:
     return module
 
 
-def _package(folder: Path) -> ModuleType:
-    """The ``hidden`` package of ``folder``; one of another course folder is dropped first
-    (with its modules), so two courses graded one after the other never mix their checks."""
+def cases(assignment: str, label: str = "") -> "random.Random":
+    """A random generator for the cases ``label`` of ``assignment``'s hidden checks, seeded
+    from the course's secret (the overlay's ``secret`` file; without one, a public seed):
+    the same cases for every student and every grading run, none a student can know
+    beforehand. Read before the judge gives up its rights (:func:`preload`)."""
+    import random
+
+    from .overlay import secret, seed
+
+    root = course_root()
+    if root is not None and root not in _secret:
+        _secret[root] = secret(root)
+    return random.Random(seed(_secret.get(root) if root is not None else None, assignment, label))
+
+
+def _package(folders: list[Path]) -> ModuleType:
+    """The ``hidden`` package of ``folders`` (the overlay's, then the course's ``hidden/``;
+    its ``__init__`` is the course's); one of another course folder is dropped first (with
+    its modules), so two courses graded one after the other never mix their checks."""
+    folder = folders[-1]
     package = sys.modules.get(PACKAGE)
-    if package is not None and [str(folder)] != list(getattr(package, "__path__", [])):
+    if package is not None and [str(f) for f in folders] != list(getattr(package, "__path__", [])):
         for key in [k for k in sys.modules if k == PACKAGE or k.startswith(PACKAGE + ".")]:
             del sys.modules[key]
         package = None
     if package is None:
         spec = importlib.util.spec_from_file_location(
-            PACKAGE, folder / "__init__.py", submodule_search_locations=[str(folder)])
+            PACKAGE, folder / "__init__.py", submodule_search_locations=[str(f) for f in folders])
         package = importlib.util.module_from_spec(spec)
         sys.modules[PACKAGE] = package
         spec.loader.exec_module(package)
