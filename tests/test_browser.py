@@ -9,9 +9,22 @@ import pytest
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 
+MISSING: list[str] = []  # paths the pages asked for and the book does not have (404)
+
+
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    def send_error(self, code, *args, **kwargs):
+        if code == 404:
+            MISSING.append(self.path)
+        super().send_error(code, *args, **kwargs)
+
+    def log_message(self, *args):
+        pass
+
+
 @pytest.fixture(scope="module")
 def site(built_book):
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(built_book))
+    handler = functools.partial(_Handler, directory=str(built_book))
     http.server.ThreadingHTTPServer.allow_reuse_address = True
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -115,3 +128,15 @@ def test_the_references_show_whole_urls_and_plain_labels(built_book):
     assert ">PaddlePaddle/Paddle<" not in html
     assert "blob/develop/python/paddle/distributed/auto_parallel" in html.split("URL:", 1)[1]
     assert "Dollar" not in re.sub(r"Doll.r, Piotr", "", html)
+
+
+def test_a_page_asks_for_nothing_the_book_lacks(browser, site):
+    """The browser's own requests included: without an icon of the book's, Chromium asks
+    for /favicon.ico, which a built book does not have (a 404 on every page)."""
+    MISSING.clear()
+    for page in ("intro", "exercises"):
+        browser.get(f"{site}/chapters/{page}.html")
+        browser.execute_script("return document.readyState")
+    import time
+    time.sleep(1.0)        # the icon is asked for after the page has loaded
+    assert not MISSING, MISSING
