@@ -69,6 +69,9 @@ c.Spawner.environment = {
     "COURSE_HUB_INSTRUCTORS": ",".join(INSTRUCTORS),
     # the course's kernels and nbgrader must not try to use a display
     "MPLBACKEND": "Agg",
+    # every account's server runs as this one OS user (the spawner above): nbgrader's
+    # owner check on collect cannot tell accounts apart here (hub/singleuser/nbgrader_config.py)
+    "COURSE_HUB_ONE_OS_USER": "1",
 }
 
 

@@ -92,3 +92,14 @@ def test_every_formgrader_on_the_hub_says_its_autograde_is_not_sandboxed(monkeyp
     with nbgrader's formgrader."""
     c = _load(HUB / "singleuser" / "jupyter_server_config.py", monkeypatch)
     assert c.ServerApp.jpserver_extensions["grader.grading.submission.formgrader_notice"] is True
+
+
+def test_nbgraders_owner_check_is_off_only_where_every_account_is_one_os_user(monkeypatch, tmp_path,
+                                                                              hub_config):
+    """The demo hub's spawner runs every account as one OS user: nbgrader's 'cheating
+    attempt?' warning fired on every honest Collect there. Elsewhere it stays on."""
+    assert hub_config.Spawner.environment["COURSE_HUB_ONE_OS_USER"] == "1"
+    monkeypatch.setenv("COURSE_HUB_ONE_OS_USER", "1")
+    assert _nbgrader(monkeypatch, tmp_path, "teacher").ExchangeCollect.check_owner is False
+    monkeypatch.delenv("COURSE_HUB_ONE_OS_USER")
+    assert "check_owner" not in _nbgrader(monkeypatch, tmp_path, "teacher").ExchangeCollect
