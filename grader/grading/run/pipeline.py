@@ -93,6 +93,27 @@ def students(course: Path) -> list[str]:
         return sorted(e.name for e in it if e.is_symlink() or e.is_dir(follow_symlinks=False))
 
 
+def _unknown_names(course: Path, only_students: list[str] | None,
+                   only_assignments: list[str] | None) -> str | None:
+    """What is wrong with the names given with ``--student`` / ``--assignment``, or None: a
+    name that is not in the course would select nothing, and "nothing to grade" then reads
+    as if that student's or that assignment's work were graded already."""
+    problems = []
+    for kind, given, known, where in (
+            ("assignment", only_assignments, assignments(course), "source/"),
+            ("student", only_students, students(course), "submitted/")):
+        missing = [n for n in dict.fromkeys(given or ()) if n not in known]
+        if missing:
+            listed = ", ".join(intake.shown(n) for n in known[:30])
+            more = f" and {len(known) - 30} more" if len(known) > 30 else ""
+            problems.append(
+                f"no {kind} {', '.join(intake.shown(n) for n in missing)} in "
+                f"{course}/{where}: the {kind}s there are {listed}{more}" if known else
+                f"no {kind} {', '.join(intake.shown(n) for n in missing)} in "
+                f"{course}/{where}: it holds no {kind} yet")
+    return "; ".join(problems) or None
+
+
 def _rejected(cfg: GradingConfig, who: list[str], names: list[str]) -> tuple[list[str], list[Outcome]]:
     """(the valid student ids, an ``invalid`` outcome for each other folder of every
     assignment): an id that is too long or holds other characters never names a file."""
@@ -350,6 +371,9 @@ def grade_course(course: str | Path = "exercises", *, only_students: list[str] |
     if problem:
         raise ValueError(f"{problem} (given on the command line)")
     course = cfg.course
+    unknown = _unknown_names(course, only_students, only_assignments)
+    if unknown:
+        raise ValueError(unknown)
     if cfg.sandbox.mode != "none":
         # decided here, once: a worker that cannot isolate kernels exits, and a class whose
         # every worker exits would otherwise be started again and again
