@@ -28,6 +28,7 @@ Only the standard library is used: the launcher imports this for every kernel st
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import stat
@@ -37,12 +38,20 @@ from pathlib import Path
 
 __all__ = ["Box", "Watch", "cause", "machine_oom_kills", "sweep", "usage", "FILES_LIMIT"]
 
-_CONTROLLERS = ("memory", "pids")
+__all__ += ["CpuSample", "starved", "JOB_ENV", "MACHINE_OOM", "STARVED"]
+_CONTROLLERS = ("memory", "pids", "cpu", "cpuacct")   # cpu, cpuacct: where mounted
+_NEEDED = ("memory", "pids")
+JOB_ENV = "COURSE_JOB_CGROUP"   # the job's group (JSON {controller: folder}): Box.create nests
+MACHINE_OOM = "machine-oom"     # why: the machine's out-of-memory killer (a grading fault)
+STARVED = "machine-starved"     # why: a time limit reached while other work held the CPU
+CPU_WEIGHT_V1, CPU_WEIGHT_V2 = 1024, 100   # every job's group the same share (the defaults)
 FILES_LIMIT = "files-limit"   # why a kernel was ended, in the crash trace (crashes.dead_cause)
 
 
 def machine_oom_kills() -> int:
-    """How many processes this machine's out-of-memory killer has ended since boot."""
+    """How many processes any out-of-memory killer of this machine has ended since boot (a
+    group's own at its limit too: a student's processes can raise it, so it is never
+    evidence that the machine ran out; only shown in logs)."""
     try:
         for line in Path("/proc/vmstat").read_text().splitlines():
             if line.startswith("oom_kill "):
@@ -109,57 +118,169 @@ def _read_kv(path: Path) -> dict[str, int]:
     return out
 
 
+def _job_parents(v1: dict, v2) -> dict[str, Path] | None:
+    """The job's group (:data:`JOB_ENV`, set by the grading worker) where every folder it
+    names is a group of this machine's hierarchies; else None."""
+    raw = os.environ.get(JOB_ENV)
+    if not raw:
+        return None
+    try:
+        dirs = {c: Path(d) for c, d in json.loads(raw).items()}
+    except (ValueError, AttributeError, TypeError):
+        return None
+    points = {c: Path(v1[c][0]) for c in v1} | ({"": Path(v2[0])} if v2 else {})
+    for c, d in dirs.items():
+        if c not in points or points[c] not in d.parents or not (d / "cgroup.procs").is_file():
+            return None
+    return dirs
+
+
 class Box:
-    """A control group (one folder per hierarchy) holding one kernel's sandbox."""
+    """A control group (one folder per hierarchy) holding one kernel's sandbox, a judge, a
+    rank, or a whole job (:meth:`create` with ``cpu=True``, the others below it)."""
 
     def __init__(self, dirs: dict[str, Path], v2: bool) -> None:
         self.dirs, self.v2 = dirs, v2
 
+    def _folders(self) -> list[Path]:
+        """Each folder once (v1 may mount several controllers together: ``cpu,cpuacct``)."""
+        return list(dict.fromkeys(self.dirs.values()))
+
     @classmethod
-    def create(cls, name: str, memory_bytes: int, processes: int) -> "Box | None":
-        """A new group ``name`` below this process's own, with the limits set; ``None``
-        where this machine does not allow it."""
+    def create(cls, name: str, memory_bytes: int, processes: int | None,
+               cpu: bool = False) -> "Box | None":
+        """A new group ``name`` with the limits set (``processes`` None: no limit of its
+        own), below the job's group where the grading worker made one (:data:`JOB_ENV`: so a
+        job's kernel and judge share its memory limit and CPU share), else below this
+        process's own; ``None`` where this machine does not allow it. ``cpu``: give it the
+        CPU controller with the same weight as every other job's (fair share of the CPU
+        between jobs, whatever number of processes each runs)."""
         v1, v2 = _mounts()
         own = _own()
+        job = _job_parents(v1, v2)
         box = None
         try:
             if "memory" in v1:
-                dirs = {c: _below(*v1[c], own.get(c, "/")) / name for c in _CONTROLLERS if c in v1}
+                dirs = {c: ((job[c] if job and c in job else _below(*v1[c], own.get(c, "/")))
+                            / name) for c in _CONTROLLERS if c in v1}
                 box = cls(dirs, v2=False)
-                for d in dirs.values():
+                for d in box._folders():
                     d.mkdir()
                 mem = dirs["memory"]
                 _write(mem / "memory.limit_in_bytes", str(memory_bytes))
                 if (mem / "memory.memsw.limit_in_bytes").exists():   # no swap either
                     _write(mem / "memory.memsw.limit_in_bytes", str(memory_bytes))
-                if "pids" in dirs:
+                if "pids" in dirs and processes is not None:
                     _write(dirs["pids"] / "pids.max", str(processes))
+                if cpu and "cpu" in dirs:
+                    _write(dirs["cpu"] / "cpu.shares", str(CPU_WEIGHT_V1))
             elif v2 is not None:
-                parent = _below(*v2, own.get("", "/"))
-                have = (parent / "cgroup.subtree_control").read_text().split()
-                if not {"memory", "pids"} <= set(have):
-                    _write(parent / "cgroup.subtree_control", "+memory +pids")
+                parent = job[""] if job and "" in job else _below(*v2, own.get("", "/"))
+                have = set((parent / "cgroup.subtree_control").read_text().split())
+                offered = set((parent / "cgroup.controllers").read_text().split())
+                want = {"memory", "pids"} | ({"cpu"} & offered)
+                if not want <= have:
+                    _write(parent / "cgroup.subtree_control",
+                           " ".join(f"+{c}" for c in sorted(want - have)))
                 box = cls({"": parent / name}, v2=True)
                 box.dirs[""].mkdir()
                 d = box.dirs[""]
                 _write(d / "memory.max", str(memory_bytes))
                 if (d / "memory.swap.max").exists():
                     _write(d / "memory.swap.max", "0")
-                _write(d / "pids.max", str(processes))
+                if processes is not None:
+                    _write(d / "pids.max", str(processes))
+                if cpu and (d / "cpu.weight").exists():
+                    _write(d / "cpu.weight", str(CPU_WEIGHT_V2))
             return box
         except OSError:
             if box is not None:
                 box.remove()
             return None
 
+    @classmethod
+    def of_job(cls) -> "Box | None":
+        """The job's group named by :data:`JOB_ENV` (made by the grading worker), or None."""
+        v1, v2 = _mounts()
+        job = _job_parents(v1, v2)
+        return None if job is None else cls(job, v2="" in job)
+
+    def env(self) -> dict[str, str]:
+        """``{JOB_ENV: ...}``: what makes the groups the job's processes create its own."""
+        return {JOB_ENV: json.dumps({c: str(d) for c, d in self.dirs.items()})}
+
     def add(self, pid: int) -> None:
         """Put process ``pid`` (before it starts the sandbox: its children follow) in."""
-        for d in self.dirs.values():
+        for d in self._folders():
             _write(d / "cgroup.procs", str(pid))
+
+    def cpu_sample(self) -> "CpuSample | None":
+        """The group's CPU use so far (its processes and groups below it) and how long its
+        threads now alive have waited, runnable, for a CPU; None without the CPU accounting.
+
+        Both are the kernel's accounting of this group, not anything its processes report:
+        a process can spend CPU, or sleep, but cannot make its group's share of the CPU
+        smaller while it waits for one (the share is the group's weight, the same for
+        every job, whatever its processes' number or nice value)."""
+        if self.v2:
+            used = _read_kv(self.dirs[""] / "cpu.stat").get("usage_usec")
+            used = None if used is None else used * 1000
+        else:
+            d = self.dirs.get("cpuacct")
+            try:
+                used = int((d / "cpuacct.usage").read_text()) if d is not None else None
+            except (OSError, ValueError):
+                used = None
+        if used is None:
+            return None
+        waited = 0
+        for tid in self._threads():
+            try:
+                waited += int(Path(f"/proc/{tid}/schedstat").read_text().split()[1])
+            except (OSError, ValueError, IndexError):
+                pass
+        return CpuSample(time.monotonic(), used, waited)
+
+    def _threads(self) -> set[int]:
+        """Every thread in the group and the groups below it."""
+        name = "cgroup.threads" if self.v2 else "tasks"
+        root = self.dirs["" if self.v2 else ("cpuacct" if "cpuacct" in self.dirs else "memory")]
+        found: set[int] = set()
+        for dirpath, _, files in os.walk(root):
+            if name in files:
+                try:
+                    found |= {int(t) for t in (Path(dirpath) / name).read_text().split()}
+                except (OSError, ValueError):
+                    pass
+        return found
+
+    def oom_killed(self) -> int:
+        """How many of the group's processes an out-of-memory killer ended (any: the
+        group's own, a parent group's, or the machine's)."""
+        if self.v2:
+            return _read_kv(self.dirs[""] / "memory.events").get("oom_kill", 0)
+        mem = self.dirs.get("memory")
+        return _read_kv(mem / "memory.oom_control").get("oom_kill", 0) if mem else 0
+
+    def reached_limit(self) -> bool:
+        """Whether the group's own memory use reached its limit (the kernel's count of
+        charges refused at the limit, v1's ``failcnt``, v2's ``max`` and ``oom`` events):
+        something only its own processes do."""
+        if self.v2:
+            ev = _read_kv(self.dirs[""] / "memory.events")
+            return ev.get("oom", 0) > 0 or ev.get("max", 0) > 0
+        mem = self.dirs.get("memory")
+        try:
+            failed = int((mem / "memory.failcnt").read_text())
+            peak = int((mem / "memory.max_usage_in_bytes").read_text())
+            limit = int((mem / "memory.limit_in_bytes").read_text())
+        except (OSError, ValueError, TypeError):
+            return False
+        return failed > 0 or peak >= 0.9 * limit   # some kernels leave failcnt at 0
 
     def pids(self) -> set[int]:
         found: set[int] = set()
-        for d in self.dirs.values():
+        for d in self._folders():
             try:
                 found |= {int(p) for p in (d / "cgroup.procs").read_text().split()}
             except (OSError, ValueError):
@@ -193,22 +314,12 @@ class Box:
             return None
 
     def hit_memory_limit(self) -> bool:
-        """Whether the group's own memory limit was reached and its out-of-memory killer
-        ended a process in it (the student's doing, unlike the machine running out)."""
-        if self.v2:
-            ev = _read_kv(self.dirs[""] / "memory.events")
-            return ev.get("oom_kill", 0) > 0 and (ev.get("oom", 0) > 0 or ev.get("max", 0) > 0)
-        mem = self.dirs.get("memory")
-        if mem is None:
-            return False
-        killed = _read_kv(mem / "memory.oom_control").get("oom_kill", 0)
-        try:   # some kernels leave failcnt at 0: the peak reaching the limit says it too
-            failed = int((mem / "memory.failcnt").read_text())
-            peak = int((mem / "memory.max_usage_in_bytes").read_text())
-            limit = int((mem / "memory.limit_in_bytes").read_text())
-        except (OSError, ValueError):
-            return killed > 0
-        return killed > 0 and (failed > 0 or peak >= 0.9 * limit)
+        """Whether the group's own memory limit (or its job's) was reached and an
+        out-of-memory killer ended a process in it (the student's doing, unlike the machine
+        running out)."""
+        job = Box.of_job()
+        return self.oom_killed() > 0 and (self.reached_limit()
+                                          or (job is not None and job.reached_limit()))
 
     def kill(self, within: float = 5.0) -> None:
         """End every process in the group (they are the sandbox's)."""
@@ -232,7 +343,7 @@ class Box:
     def remove(self) -> None:
         """Kill what is left and remove the group's folders."""
         self.kill()
-        for d in self.dirs.values():
+        for d in self._folders():
             for _ in range(50):
                 try:
                     d.rmdir()
@@ -337,15 +448,59 @@ def usage(root: str, most: int) -> tuple[int, int]:
     return n, used
 
 
-def cause(end: dict, watch: Watch, box, oom_before: int) -> str | None:
-    """Why the sandbox ended the kernel: "files", "memory" (its own limit) or
-    "machine-oom" (the machine ran out of memory: not the submission's doing), or None."""
-    if watch.over:
+def cause(end: dict, watch: "Watch | None", box, oom_before: int = 0) -> str | None:
+    """Why the sandbox ended the kernel (or rank): "files", "memory" (its own limit, or its
+    job's), :data:`MACHINE_OOM` (the machine ran out of memory: not the submission's doing),
+    or None (the submission's own end: a crash, a kill, ``os._exit``).
+
+    The one place that blames the machine for a kill, and only on evidence about this
+    group that its processes cannot produce: an out-of-memory killer ended one of them
+    (the kernel's count for this group) while neither the group nor its job had reached its
+    memory limit, which only the machine's killer does. The machine-wide count
+    (``oom_before``, :func:`machine_oom_kills`) is not evidence: every group's own killer
+    raises it, so another job at its limit, or the student's own ranks, would make any kill
+    look like the machine's. Without a group there is no evidence: the end is the
+    submission's. (The starved time limit, :func:`starved`, is the same rule for the CPU.)"""
+    if watch is not None and watch.over:
         return watch.over
-    if end["signal"] != "SIGKILL":
+    if end["signal"] != "SIGKILL" or box is None:
         return None
-    if box is not None and box.hit_memory_limit():
+    if box.hit_memory_limit():
         return "memory"
-    if machine_oom_kills() > oom_before:
-        return "machine-oom"
+    if box.oom_killed() > 0:
+        return MACHINE_OOM
     return None
+
+
+class CpuSample(tuple):
+    """``(monotonic time, CPU used, time waited runnable)``, in s, ns, ns: :meth:`Box.cpu_sample`."""
+
+    def __new__(cls, t: float, used: int, waited: int):
+        return super().__new__(cls, (t, used, waited))
+
+
+STARVED_WAIT = 0.25   # of the wall time spent runnable and waiting for a CPU, at least
+STARVED_USE = 0.5     # of its fair share of the CPU used, at most
+
+
+def starved(before: CpuSample | None, after: CpuSample | None, fair_cores: float) -> bool:
+    """Whether a job whose time limit ran out between two samples of its group was kept from
+    the CPU by other work: its threads waited, runnable, for at least :data:`STARVED_WAIT`
+    of the time, and the group used less than :data:`STARVED_USE` of ``fair_cores`` (a
+    core, or the machine's cores over the workers when fewer) in that time.
+
+    The same rule as :func:`cause`: only the group's own accounting counts. A submission
+    that sleeps or waits for a lock does not wait for a CPU; one that runs many processes
+    of its own makes them wait for each other, but its group then gets its whole share
+    (the CPU controller gives every job's group the same weight). Only other groups
+    holding the CPU (other jobs past their share, or anything else on the machine) leave
+    a waiting group below its share. Without the CPU accounting (None) there is no
+    evidence: False."""
+    if before is None or after is None:
+        return False
+    wall = after[0] - before[0]
+    if wall <= 0:
+        return False
+    used = (after[1] - before[1]) / 1e9
+    waited = max(0, after[2] - before[2]) / 1e9
+    return waited >= STARVED_WAIT * wall and used < STARVED_USE * fair_cores * wall
