@@ -1,0 +1,158 @@
+"""The control groups of grading (grader/grading/sandbox/bounds.py): a CPU share per job, and
+the one rule that blames the machine for a kill or a time limit.
+
+Real groups are made where this machine allows them (root, cgroup v1 or v2); the rule itself
+is tested on made-up readings.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from grader.grading.sandbox import bounds
+from grader.grading.sandbox.bounds import Box, CpuSample, cause, starved
+
+BUSY = ["sh", "-c", "while :; do :; done"]
+
+
+def _box(name: str, **kw) -> Box:
+    box = Box.create(f"{name}-{os.getpid()}", 2**30, 64, **kw)
+    if box is None:
+        pytest.skip("this machine gives the grader no control group")
+    return box
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU time of process ``pid`` so far, from the kernel (utime + stime)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_job_that_starts_many_busy_processes_gets_no_more_cpu_than_the_job_beside_it():
+    """Issue 32: a submission that starts many busy processes starved the honest one graded
+    beside it (2/5 became 0/5). Every job's group has the same CPU weight, so eight busy
+    processes of one job get, together, about what the other job's one gets. All are held
+    on one core, so the comparison does not depend on how busy the machine's other cores
+    are. Without the CPU controller (checked by making ``cpu=True`` do nothing) the honest
+    process got 1/8 of the hog's time."""
+    hog, honest = _box("test-hog", cpu=True), _box("test-honest", cpu=True)
+    procs = []
+    core = sorted(os.sched_getaffinity(0))[0]
+    try:
+        def into(box):
+            def start():
+                os.sched_setaffinity(0, {core})
+                box.add(os.getpid())
+            return start
+        procs = [subprocess.Popen(BUSY, preexec_fn=into(hog)) for _ in range(8)]
+        mine = subprocess.Popen(BUSY, preexec_fn=into(honest))
+        procs.append(mine)
+        time.sleep(2.0)
+        hog_s = sum(_cpu_s(p.pid) for p in procs[:-1])
+        honest_s = _cpu_s(mine.pid)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        hog.remove()
+        honest.remove()
+    assert hog_s > 0.1, "the busy processes did not run"
+    assert honest_s >= 0.5 * hog_s, (honest_s, hog_s)
+
+
+def test_a_jobs_kernel_and_judge_groups_are_made_below_its_group_and_share_its_limits(monkeypatch):
+    """The worker's job group (JOB_ENV) holds the kernel's and the judge's groups: their
+    memory together is bounded by one ``memory_gb`` (issue 32: a job could hold about twice
+    ``memory_gb`` with its judge), and they share the job's one CPU share."""
+    job = _box("test-job", cpu=True)
+    try:
+        monkeypatch.setenv(bounds.JOB_ENV, job.env()[bounds.JOB_ENV])
+        assert Box.of_job().dirs == job.dirs
+        kernel = Box.create("kernel", 2**30, 64)
+        try:
+            assert kernel is not None
+            for c, d in kernel.dirs.items():
+                assert d.parent == job.dirs[c], (c, d)
+            sample = kernel.cpu_sample()
+            if "cpuacct" in job.dirs or job.v2:
+                assert sample is not None and sample[1] >= 0
+        finally:
+            kernel.remove()
+    finally:
+        job.remove()
+    monkeypatch.setenv(bounds.JOB_ENV, '{"memory": "/etc"}')   # not a group: ignored
+    assert Box.of_job() is None
+
+
+class _Watch:
+    over = None
+
+
+class _Group:
+    """A group with made-up readings: an out-of-memory kill counted in it, its own limit."""
+
+    def __init__(self, killed: int, reached: bool) -> None:
+        self.killed, self.reached = killed, reached
+
+    def oom_killed(self) -> int:
+        return self.killed
+
+    def reached_limit(self) -> bool:
+        return self.reached
+
+    def hit_memory_limit(self) -> bool:
+        return self.killed > 0 and self.reached
+
+
+@pytest.mark.parametrize("signal_name, group, machine_kills, expected", [
+    # issue 37: the machine-wide count rose (the student's own ranks at their limit, or
+    # another job at its limit) and the kernel was killed: the student's crash, not the
+    # machine's; the old rule said "machine-oom" and re-queued, then failed the job
+    ("SIGKILL", _Group(0, False), 5, None),
+    ("SIGKILL", None, 5, None),                       # no group: no evidence
+    ("SIGKILL", _Group(1, True), 5, "memory"),        # its own limit
+    ("SIGKILL", _Group(1, False), 0, bounds.MACHINE_OOM),   # killed by the machine's killer
+    ("SIGSEGV", _Group(1, False), 5, None),
+])
+def test_only_the_groups_own_accounting_blames_the_machine_for_a_kill(monkeypatch, signal_name,
+                                                                      group, machine_kills,
+                                                                      expected):
+    monkeypatch.setattr(bounds, "machine_oom_kills", lambda: 10 + machine_kills)
+    end = {"signal": signal_name, "exit_code": None}
+    assert cause(end, _Watch(), group, 10) == expected
+
+
+def test_an_out_of_memory_kill_in_a_group_at_its_own_limit_is_the_limit_not_the_machine():
+    """A real group: a process that takes more than the group's limit is killed by the
+    group's own killer, and the launcher's rule names the limit (never the machine)."""
+    box = Box.create(f"test-oom-{os.getpid()}", 64 * 2**20, 64)
+    if box is None:
+        pytest.skip("this machine gives the grader no control group")
+    try:
+        p = subprocess.run(["python3", "-c", "x = bytearray(256 * 2**20)"],
+                           preexec_fn=lambda: box.add(os.getpid()))
+        assert p.returncode == -9
+        end = {"signal": "SIGKILL", "exit_code": None}
+        assert box.oom_killed() >= 1 and box.reached_limit()
+        assert cause(end, _Watch(), box) == "memory"
+    finally:
+        box.remove()
+
+
+@pytest.mark.parametrize("used_s, waited_s, fair, expected", [
+    (0.1, 8.0, 1.0, True),     # waited for a CPU most of the time, got little: starved
+    (0.1, 0.0, 1.0, False),    # slept (a lock, a barrier): its own doing
+    (9.0, 30.0, 1.0, False),   # many busy processes of its own: its whole share, waiting for each other
+    (3.0, 8.0, 0.5, False),    # half a core is its share with 4 workers on 2 cores: it got it
+    (1.0, 8.0, 0.5, True),
+])
+def test_a_time_limit_is_the_machines_fault_only_when_the_group_waited_below_its_share(
+        used_s, waited_s, fair, expected):
+    before = CpuSample(100.0, 0, 0)
+    after = CpuSample(110.0, int(used_s * 1e9), int(waited_s * 1e9))
+    assert starved(before, after, fair) is expected
+    assert starved(None, after, fair) is False     # no accounting: no evidence
