@@ -159,27 +159,38 @@ def _ok(seen: float, s, b, w, counted: int) -> bool:
 
 def check_activation_bytes(fn: Callable) -> CheckResult:
     """5 points: 16-bit without recomputation (2), 16-bit with selective recomputation
-    (2), 32-bit both ways (1)."""
+    (2), 32-bit both ways (1). Each call is made on its own: an answer that raises (or
+    returns no number) in one branch loses the parts whose cases call it, and only those."""
     name = "a12: activation_bytes is what the block saves for backward"
     groups = [("full", CASES, 2, False, 2, "without recomputation, 16-bit"),
               ("selective", CASES, 2, True, 2, "with selective recomputation, 16-bit"),
               ("wide", WIDE, 4, None, 1, "32-bit (bytes_per_value=4)")]
-    seen, counted = {}, {}
-    try:
-        for label, cases, w, sel, _, _ in groups:
-            for c in cases:
-                for mode in ((False, True) if sel is None else (sel,)):
-                    key = (label, c, mode)
+    seen, counted, errors = {}, {}, {}
+    for label, cases, w, sel, _, _ in groups:
+        for c in cases:
+            for mode in ((False, True) if sel is None else (sel,)):
+                key = (label, c, mode)
+                counted[key] = counted_bytes(*c, w=w, selective=mode)
+                try:
                     seen[key] = as_bytes(call(fn, *c, bytes_per_value=w, selective=mode))
-                    counted[key] = counted_bytes(*c, w=w, selective=mode)
-    except StudentError as e:
-        return CheckResult(name, 0, 5, str(e), hint="run the public check above")
-    except TypeError as e:
-        return CheckResult(name, 0, 5, "not a number of bytes", seen=str(e),
-                           hint="return the bytes as an int or a float")
+                except StudentError as e:
+                    errors[key] = (str(e), "call activation_bytes with these arguments in a "
+                                           "cell of your own to see the error")
+                except TypeError as e:
+                    errors[key] = (f"not a number of bytes ({e})",
+                                   "return the bytes as an int or a float")
     parts = []
     for label, cases, w, _, points, what in groups:
-        keys = [k for k in seen if k[0] == label]
+        keys = [k for k in counted if k[0] == label]
+        if any(k in errors for k in keys):
+            bad = [k for k in keys if k in errors]
+            (s, b, h, a), mode = bad[0][1], bad[0][2]
+            message, hint = errors[bad[0]]
+            parts.append((points, False, f"{what}: {message}",
+                          f"a number of bytes for s={s}, b={b}, h={h}, a={a}"
+                          f"{', selective' if mode else ''}",
+                          f"{len(bad)} of its {len(keys)} calls failed", hint))
+            continue
         wrong = [k for k in keys if not _ok(seen[k], k[1][0], k[1][1], w, counted[k])]
         if not wrong:
             parts.append((points, True, "", "", "", ""))
@@ -197,7 +208,7 @@ def check_activation_bytes(fn: Callable) -> CheckResult:
                       f"{counted[wrong[0]]:,} bytes counted for s={s}, b={b}, h={h}, a={a}"
                       f"{', selective' if mode else ''}",
                       f"{seen[wrong[0]]:,.0f}", hint))
-    return result(name, 5, parts, f"all {len(seen)} shapes match the bytes counted with "
+    return result(name, 5, parts, f"all {len(counted)} shapes match the bytes counted with "
                                   "saved_tensors_hooks")
 
 

@@ -4,18 +4,24 @@ and turning results into the points a grade cell reports.
 A hidden test cell ends with ``grade(...)``: it prints every result's message (what
 feedback shows) and evaluates to the points, which nbgrader reads as partial credit
 (``nbgrader.utils.determine_grade``: a cell whose result is a number scores that number).
+
+A test cell's quick ``public(...)`` check never stops its cell: the hidden checks below it
+grade every task on their own inputs (a10's ``tp_mlp`` with the course's f and g), and a
+raise there cost them all. Where it runs decides how its failure shows (:func:`public`).
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import sys
 import traceback
 import warnings
 from typing import Any, Callable
 
 from .result import CheckResult, total
 
-__all__ = ["grade", "call", "close", "StudentError", "public", "result"]
+__all__ = ["grade", "call", "close", "StudentError", "public", "result", "judging"]
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep   # grader/
 
@@ -88,15 +94,39 @@ def grade(*results: CheckResult) -> float:
     return round(got, 6)
 
 
+_JUDGING = [0]      # > 0 while the judge runs a cell (grader.grading.judge.cells)
+PUBLIC_NOTE = ("(quick check only, no points: when graded, the hidden tests give the points "
+               "whatever this check says)")
+
+
+@contextlib.contextmanager
+def judging():
+    """While the judge runs a test cell (:func:`grader.grading.judge.cells.run_cell_source`):
+    a failing public check is printed to ``stdout`` there, never ``stderr``, which would
+    make nbgrader score the whole cell 0 (``determine_grade``)."""
+    _JUDGING[0] += 1
+    try:
+        yield
+    finally:
+        _JUDGING[0] -= 1
+
+
 def public(res: CheckResult) -> None:
     """A public check in a student notebook: print the result, without points (it is quick
-    feedback, not a grade: the hidden tests give the points); fail the cell (so that
-    nbgrader's validate reports it) unless it passed, with the message and the hint on the
-    error's own line. An ``advisory`` result (the answer runs but is not what the notebook's
-    example shows) is printed and does not fail the cell: the hidden tests then give the
-    points its mistake leaves."""
-    print(res.text(points=False) + ("" if res.passed else
-                                    "\n(quick check only, no points: when graded, the "
-                                    "hidden tests give the points)"))
-    if not res.passed and not res.advisory:
-        raise AssertionError(res.message + (f" - {res.hint}" if res.hint else ""))
+    feedback, not a grade: the hidden tests give the points). It never raises, so neither the
+    hidden checks below it in its cell nor Run All stop at it.
+
+    A failing result is written to ``stderr`` in a kernel (the student's, ``nbgrader
+    validate``'s): the student reads the message, with no traceback, in the cell's red
+    output, and ``validate`` fails the cell (nbgrader counts a grade cell that wrote to
+    ``stderr`` as failed; ``validate --invert`` needs the released stubs to fail every test
+    cell). An ``advisory`` result (the answer runs but is not what the notebook's example
+    shows) goes to ``stdout`` and fails nothing. When graded, the judge runs the cell
+    (:func:`judging`): every result goes to ``stdout``, the cell's points are what the hidden
+    checks' ``grade(...)`` returns, and the feedback shows both."""
+    if res.passed:
+        print(res.text(points=False))
+        return
+    text = res.text(points=False) + "\n" + PUBLIC_NOTE
+    quiet = res.advisory or _JUDGING[0] > 0
+    print(text, file=sys.stdout if quiet else sys.stderr)

@@ -1,6 +1,8 @@
 """Public checks: they catch what the notebook itself shows (its worked examples, orders of
 magnitude) without failing the cell for it (the hidden tests then give the points the
-mistake leaves), print no points, and still fail an unimplemented answer."""
+mistake leaves), print no points, and never raise: an unimplemented answer's message goes to
+stderr in a kernel, which fails the cell under ``nbgrader validate`` and stops nothing, and
+to stdout when the judge grades the cell, whose hidden checks then give the points."""
 import pytest
 
 from grader.checks import a1_independent_ops as p1, a8_placements as p8, a9_zero_pipeline as p9
@@ -37,11 +39,39 @@ def test_a1_catches_a_time_far_from_the_operations():
     assert not res.passed and res.advisory and "before the GPU had finished" in res.hint
 
 
-def test_an_unimplemented_answer_still_fails_the_cell():
+def _validated(outputs) -> float:
+    """What nbgrader's validate and autograde score a 1-point test cell with ``outputs``."""
+    from nbformat.v4 import new_code_cell, new_output
+    from nbgrader.utils import determine_grade
+
+    cell = new_code_cell("public(...)", metadata={"nbgrader": {
+        "grade": True, "solution": False, "grade_id": "t", "points": 1}})
+    cell.outputs = [new_output("stream", name=n, text=t) for n, t in outputs]
+    return determine_grade(cell)[0]
+
+
+def test_an_unimplemented_answer_fails_the_cell_under_validate_without_stopping_it(capsys):
+    """In a kernel (the student's, validate's) the message goes to stderr: no traceback, Run
+    All goes on, and nbgrader counts the cell failed (``validate --invert`` needs that of the
+    released stubs). Before, public() raised an AssertionError: a traceback, Run All stopped."""
     def stub(*args, **kwargs):
         raise NotImplementedError()
-    with pytest.raises(AssertionError, match="not implemented"):
-        public(p9.public_one_f_one_b(stub))
+    res = p9.public_one_f_one_b(stub)
+    public(res)                                             # does not raise
+    seen = capsys.readouterr()
+    assert seen.out == "" and "not implemented" in seen.err and "Traceback" not in seen.err
+    assert "no points" in seen.err
+    assert _validated([("stderr", seen.err)]) == 0
+    # graded, in the judge: stdout only, so the cell's points are its hidden checks'
+    from grader.checks.support import judging
+    with judging():
+        public(res)
+    seen = capsys.readouterr()
+    assert seen.err == "" and "not implemented" in seen.out
+    assert _validated([("stdout", seen.out)]) == 1
+    # an advisory finding fails nothing, in a kernel either
+    public(p8.public_link_bytes(lambda *a, **k: {(0, 1): 16, (1, 0): 16}))
+    assert capsys.readouterr().err == ""
 
 
 from grader.checks import (a2_small_ops as p2, a3_compute_comm as p3,  # noqa: E402

@@ -4,7 +4,9 @@ The judge process (:mod:`grader.grading.judge.process`) runs the instructor's lo
 test cells with :func:`run_cell_source` in a :class:`CellNamespace` (the judge's names first,
 the student's fetched from the kernel over the channel), captures what the cell prints,
 bounded by :func:`bounded_streams`, and turns an exception into an ``error`` output's fields
-(:func:`error_fields`, the judge's own frames left out).
+(:func:`error_fields`, the judge's own frames left out). A cell runs under
+:func:`grader.checks.support.judging`: a failing public check prints its verdict to ``stdout``
+and the cell goes on to its hidden checks, whose ``grade(...)`` gives the points.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import time
 import traceback
 from typing import Any
 
+from ...checks.support import judging
 from .channel import Channel
 
 __all__ = ["CellNamespace", "run_cell_source", "error_fields", "bounded_streams",
@@ -97,9 +100,10 @@ def run_cell_source(source: str, ns: dict, filename: str = "<test cell>") -> tup
         last = None
         if tree.body and isinstance(tree.body[-1], ast.Expr) and not source.rstrip().endswith(";"):
             last = ast.Expression(tree.body.pop().value)
-        exec(compile(tree, filename, "exec"), ns)
-        if last is not None:
-            value = eval(compile(last, filename, "eval"), ns)
+        with judging():
+            exec(compile(tree, filename, "exec"), ns)
+            if last is not None:
+                value = eval(compile(last, filename, "eval"), ns)
     except BaseException as e:  # noqa: BLE001 - the cell's error output, as in a kernel
         error = e
     finally:
