@@ -60,11 +60,11 @@ def main() -> None:
     _, plain = ft.train(STEPS)
     if rank == 0:
         print(f"{world} ranks: each block's parameters are {type(shard).__name__} shards "
-              f"of {shard.to_local().dtype} ({shard.to_local().numel():,} of "
+              f"of {shard.to_local().dtype}\n  ({shard.to_local().numel():,} of "
               f"{shard.numel():,} values of the q/k/v weight); gradients reduced in "
               f"{policy.reduce_dtype}")
         print(f"saved for backward on rank 0 in the last step: "
-              f"{sum(counter.layers().values()):,} bytes, dtypes {saved_dtypes}")
+              f"{sum(counter.layers().values()):,} bytes,\n  dtypes {saved_dtypes}")
         for s, (a, b) in enumerate(zip(losses, plain)):
             print(f"step {s}: loss {a:.4f} (one process, FP32: {b:.4f})")
         worst = max(abs(a - b) for a, b in zip(losses, plain))

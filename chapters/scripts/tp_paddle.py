@@ -23,6 +23,7 @@ weights on the same batches, and must agree with it:
 """
 import argparse
 import json
+import textwrap
 
 import paddle
 import paddle.distributed as dist
@@ -334,7 +335,7 @@ def main() -> None:
             ops = {p: [c[0] for c in calls] for p, calls in r["collectives"].items()}
             print(f"  {r['how']:<8} tp {r['tp']}: logits {r['logits_diff']:.0e}, grads "
                   f"{r['grad_diff']:.0e}, weights {r['weight_diff']:.0e} from one "
-                  f"process (training moved them {r['moved']:.0e}); per rank "
+                  f"process\n    (training moved them {r['moved']:.0e}); per rank "
                   f"{r['params'] / 2**10:.0f} KiB parameters (one process: "
                   f"{r['ref_params'] / 2**10:.0f}), {r['activations'] / 2**10:.0f} KiB "
                   "activations")
@@ -343,14 +344,14 @@ def main() -> None:
                     print(f"    {phase:<8} {len(names)} all-reduces")
         if auto is not None:
             print(f"  auto     tp {tp}: logits {auto['logits_diff']:.0e}, weights "
-                  f"{auto['weight_diff']:.0e} from one process (training moved them "
+                  f"{auto['weight_diff']:.0e} from one process\n    (training moved them "
                   f"{auto['moved']:.0e}); per rank {auto['params'] / 2**10:.0f} KiB "
                   "parameters")
         if mlp is not None:
             print(f"  fleet SP tp {tp}, one MLP: output {mlp['output_diff']:.0e} from "
                   "one process")
-        for how, e in errors.items():
-            print(f"  {how}: {e}")
+        for how, e in errors.items():   # a framework's message: wrapped to the page
+            print(textwrap.fill(f"  {how}: {e}", 88, subsequent_indent="    "))
         if args.out:
             with open(args.out, "w") as f:
                 json.dump({"world": tp, "runs": runs, "errors": errors,

@@ -435,16 +435,17 @@ def main() -> None:
                    for p, calls in r["collectives"].items()}
             print(f"  {r['how']:<11} dp {r['dp']} x tp {r['tp']}: logits "
                   f"{r['logits_diff']:.0e}, grads {r['grad_diff']:.0e}, weights "
-                  f"{r['weight_diff']:.0e} from one process (training moved them "
+                  f"{r['weight_diff']:.0e} from one process\n    (training moved them "
                   f"{r['moved']:.0e}); per rank {r['params'] / 2**10:.0f} KiB "
-                  f"parameters, {r['activations'] / 2**10:.0f} KiB activations "
+                  f"parameters, {r['activations'] / 2**10:.0f} KiB activations\n    "
                   f"(one process: {r['ref_params'] / 2**10:.0f}, "
                   f"{r['ref_activations'] / 2**10:.0f}); "
                   f"{min(r['step_s']) * 1e3:.0f} ms/step (one process: "
                   f"{min(r['ref_step_s']) * 1e3:.0f})")
             for phase, names in ops.items():
-                print(f"    {phase:<8} {len(names)} collectives: "
-                      + ", ".join(f"{n} x{names.count(n)}" for n in sorted(set(names))))
+                print(f"    {phase:<8} {len(names)} collectives:")
+                for n in sorted(set(names)):
+                    print(f"      {n} x{names.count(n)}")
         if args.out:
             with open(args.out, "w") as f:
                 json.dump({"world": world, "runs": runs, "sweep": links}, f)

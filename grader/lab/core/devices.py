@@ -274,10 +274,11 @@ class DevicePlan:
             return (f"{self.gpu_count} GPU(s) for {n} devices: the CPU stands in for the rest "
                     f"({label}): " + ", ".join(d.label() for d in self.devices))
         threads = self.devices[0].worker.threads
+        # two lines: one was 102 characters, cut in the page's output box
         if n == 1:
-            return (f"no GPU: 1 CPU worker process stands in for the device "
+            return (f"no GPU: 1 CPU worker process stands in for the device\n  "
                     f"({threads} of this machine's {cpu_cores()} cores, {label})")
-        return (f"no GPU: {n} CPU worker processes stand in for {n} devices "
+        return (f"no GPU: {n} CPU worker processes stand in for {n} devices\n  "
                 f"({threads} of this machine's {cpu_cores()} cores each, {label})")
 
     def synchronize(self) -> None:

@@ -175,7 +175,8 @@ class FitResult:
                           f"{memory / gib:.0f} GiB"
         c = self.chosen
         cost = f", adding {c.added_compute:.0%} to the compute" if c.added_compute else ""
-        return (head + f", more than its {memory / gib:.0f} GiB; "
+        # two lines: each fits an output box (at most 100 characters)
+        return (head + f", more than its {memory / gib:.0f} GiB;\n  "
                 + " and ".join(c.knobs.turned) + f" made it fit: {c.memory / gib:.1f} GiB"
                 + cost + f", {c.step_s:.3g} s per step predicted")
 

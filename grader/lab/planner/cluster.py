@@ -78,7 +78,8 @@ class Cluster:
             if self.overhead else ""
         memory = "memory not limited (a budget, not a measurement)" \
             if self.memory >= 2**40 else f"{self.memory / 2**30:.3g} GiB"
-        return (f"{self.name}: {self.n} devices{nodes} x {_flops(self.flops)}, "
+        # two lines, each short enough for an output box (at most 100 characters)
+        return (f"{self.name}: {self.n} devices{nodes} x {_flops(self.flops)},\n  "
                 f"{memory}; links {links}{extra}")
 
 

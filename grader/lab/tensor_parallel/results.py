@@ -126,7 +126,7 @@ def memory_line(run: dict) -> str:
     pairs = {"parameters": (run["params"], param_bytes(MODEL, plan)),
              "activations": (run["activations"], activation_bytes(MODEL, plan)),
              "sent": (sent(run), bytes_moved(MODEL, plan))}
-    return f"{label(run)}: " + ", ".join(
+    return f"{label(run)}:\n  " + "\n  ".join(
         f"{k} {m / 1024:.0f} KiB (planner {p / 1024:.0f}, {100 * (p - m) / m:+.1f} %)"
         for k, (m, p) in pairs.items())
 

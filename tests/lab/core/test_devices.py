@@ -42,6 +42,7 @@ def test_no_gpu_gives_labelled_cpu_workers(framework, capsys):
     plan = get_devices(2, framework, gpu_count=0)
     out = capsys.readouterr().out
     assert out.startswith("no GPU: 2 CPU worker processes stand in for 2 devices")
+    assert max(len(line) for line in out.splitlines()) <= 100   # fits an output box
     assert all(isinstance(d, WorkerDevice) for d in plan) and plan.simulated
 
 

@@ -103,5 +103,6 @@ def test_time_words_name_what_the_model_leaves_out_only_where_it_misses():
 
 def test_memory_line_sets_each_measure_beside_the_planner():
     line = layers.memory_line(fake_run("by hand"))
-    assert line.startswith("by hand, tp 2: parameters 457 KiB (planner 457, +0.0 %)")
-    assert "sent 2048 KiB (planner 2048, +0.0 %)" in line
+    assert line.startswith("by hand, tp 2:\n  parameters 457 KiB (planner 457, +0.0 %)")
+    assert "\n  sent 2048 KiB (planner 2048, +0.0 %)" in line
+    assert max(len(x) for x in line.splitlines()) <= 100   # fits an output box
