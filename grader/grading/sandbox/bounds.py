@@ -38,7 +38,7 @@ from pathlib import Path
 
 __all__ = ["Box", "Watch", "cause", "machine_oom_kills", "sweep", "usage", "FILES_LIMIT"]
 
-__all__ += ["CpuSample", "starved", "JOB_ENV", "MACHINE_OOM", "STARVED"]
+__all__ += ["CpuSample", "starved", "memory_groups", "JOB_ENV", "MACHINE_OOM", "STARVED"]
 _CONTROLLERS = ("memory", "pids", "cpu", "cpuacct")   # cpu, cpuacct: where mounted
 _NEEDED = ("memory", "pids")
 JOB_ENV = "COURSE_JOB_CGROUP"   # the job's group (JSON {controller: folder}): Box.create nests
@@ -471,6 +471,31 @@ def cause(end: dict, watch: "Watch | None", box, oom_before: int = 0) -> str | N
         return MACHINE_OOM
     return None
 
+
+
+def memory_groups(settings: dict | None = None) -> bool:
+    """Whether this process can make memory control groups here (the memory controller
+    mounted, its parent group writable: root); ``settings["cgroups"]`` False says no.
+    Where it can, memory is bounded by the group alone, not by the address space: an
+    address-space limit of ``memory_gb`` counts what a process maps, not what it holds, and
+    stopped ``import torch`` and ``import paddle`` at 1 GB (issue 37)."""
+    if settings is not None and not settings.get("cgroups", True):
+        return False
+    v1, v2 = _mounts()
+    own, job = _own(), _job_parents(v1, v2)
+    if "memory" in v1:
+        parent = job["memory"] if job and "memory" in job else _below(*v1["memory"],
+                                                                      own.get("memory", "/"))
+    elif v2 is not None:
+        parent = job[""] if job and "" in job else _below(*v2, own.get("", "/"))
+        try:
+            if "memory" not in (parent / "cgroup.controllers").read_text().split():
+                return False
+        except OSError:
+            return False
+    else:
+        return False
+    return parent.is_dir() and os.access(parent, os.W_OK)
 
 class CpuSample(tuple):
     """``(monotonic time, CPU used, time waited runnable)``, in s, ns, ns: :meth:`Box.cpu_sample`."""
