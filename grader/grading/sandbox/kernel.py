@@ -155,7 +155,10 @@ def bwrap_command(settings: dict, workdir: str, connection_file: str,
     cmd += ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--no-new-privs",
             "--bounding-set=-all", "--inh-caps=-all",
             # RLIMIT_CPU: SIGXCPU at the soft limit; the hard one (a SIGKILL) only if ignored
-            "prlimit", f"--as={_cap(resource.RLIMIT_AS, mem)}",
+            # memory: the control group where there is one (bounds.memory_groups), not the
+            # address space, which stopped `import torch` at 1 GB; else RLIMIT_AS alone
+            "prlimit", *([] if bounds.memory_groups(settings)
+                         else [f"--as={_cap(resource.RLIMIT_AS, mem)}"]),
             f"--cpu={_cap(resource.RLIMIT_CPU, lim['cpu_seconds'])}:"
             f"{_cap(resource.RLIMIT_CPU, lim['cpu_seconds'] + 5)}",
             f"--nproc={_cap(resource.RLIMIT_NPROC, lim['processes'])}",
