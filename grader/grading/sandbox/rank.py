@@ -122,8 +122,6 @@ def run_rank(settings: dict, full: list[str]) -> int:
         print(f"sandbox: no control group on this machine (or [sandbox] cgroups = false): this "
               f"rank is bounded by RLIMIT_AS ({_gb(mem)}) alone, its memory-backed /tmp and "
               f"/dev/shm are not counted", file=sys.stderr, flush=True)
-    oom_before = bounds.machine_oom_kills()
-
     def start() -> None:
         _die_with_me()
         if box is not None:
@@ -146,10 +144,8 @@ def run_rank(settings: dict, full: list[str]) -> int:
                                    "peak": box.peak() if box is not None else None}
     if stopped:
         end["cause"] = "stopped"
-    elif end["signal"] == "SIGKILL" and box is not None and box.hit_memory_limit():
-        end["cause"] = "memory"
-    elif end["signal"] == "SIGKILL" and bounds.machine_oom_kills() > oom_before:
-        end["cause"] = "machine-oom"
+    else:   # the launcher's rule: only this rank's group's own accounting blames the machine
+        end["cause"] = bounds.cause(end, None, box)
     if box is not None:
         box.remove()
     said = {"memory": f"the rank was stopped at its memory limit of {_gb(mem)} (its "
