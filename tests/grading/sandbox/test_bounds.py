@@ -156,3 +156,44 @@ def test_a_time_limit_is_the_machines_fault_only_when_the_group_waited_below_its
     after = CpuSample(110.0, int(used_s * 1e9), int(waited_s * 1e9))
     assert starved(before, after, fair) is expected
     assert starved(None, after, fair) is False     # no accounting: no evidence
+
+
+@pytest.mark.slow   # one sandboxed kernel that imports torch and paddle: about 15 s
+@pytest.mark.parametrize("framework", ["torch", "paddle"])
+def test_a_kernel_at_one_gb_imports_the_framework_bounded_by_its_group_not_its_address_space(
+        tmp_path, framework):
+    """Issue 37: with ``memory_gb = 1`` the address-space limit stopped ``import torch`` and
+    ``import paddle`` (what a process maps, not what it holds), a correct answer scored 0 and
+    the feedback blamed an ImportError. Where the machine gives control groups, the kernel
+    runs without RLIMIT_AS (its group bounds it) and imports both; past the group's limit it
+    is still stopped, and its end names the memory limit."""
+    from grader.grading.config import Limits
+    from grader.grading.sandbox import setup
+    from tests.grading.sandbox.test_setup import CFG, Kernel, _wait_end
+
+    if setup.check(CFG):
+        pytest.skip(setup.check(CFG))
+    if not bounds.memory_groups():
+        pytest.skip("this machine gives the grader no memory control group")
+    limits = Limits(memory_gb=1.0, cpu_seconds=120, processes=64)
+    work = tmp_path / "w"
+    work.mkdir()
+    k = Kernel(work, tmp_path / "rt", limits, host_env={"OMP_NUM_THREADS": "1"})
+    try:
+        out, err = k.run(f"import resource, {framework}\n"
+                         f"print(resource.getrlimit(resource.RLIMIT_AS)[0], "
+                         f"float({framework}.ones([3]).sum()))", timeout=120)
+        assert err == "" and out.endswith(f"{resource_unlimited()} 3.0\n"), (out, err)
+        from nbclient.exceptions import DeadKernelError
+        with pytest.raises(DeadKernelError):   # 1.5 GB held: the group's limit stops it
+            k.run("x = bytearray(1536 * 2**20)\nx[::4096] = b'1' * len(x[::4096])", timeout=60)
+    finally:
+        k.close()
+    end = _wait_end(tmp_path / "rt")
+    assert end == "memory-limit", end
+    assert "memory limit (1 GB" in setup.describe_limit_hit(end, limits)
+
+
+def resource_unlimited() -> int:
+    import resource
+    return resource.RLIM_INFINITY
