@@ -16,6 +16,11 @@ from grader.grading.config import load as _load_grading  # noqa: E402
 
 try:
     _grading = _load_grading(c.CourseDirectory.root)
+    # A private overlay named in course.toml ([overlay] folder) replaces source notebooks of
+    # the same name: nbgrader (release, autograde, the hub's formgrader) reads a folder of
+    # links to the overlay's or the public assignment (grader/grading/overlay.py).
+    from grader.grading.overlay import view as _source_view
+    c.CourseDirectory.source_directory = _source_view(c.CourseDirectory.root)
 except Exception as _error:  # noqa: BLE001 (any error in course.toml stops every path)
     # traitlets logs an exception in a config file and goes on with nbgrader's defaults:
     # the hidden tests would then run in the student's kernel, unjudged and unbounded. A

@@ -13,8 +13,12 @@ Steps, for one (student, assignment):
    limit) makes nbgrader drop the notebook, so the cell that was running is recorded (by
    :class:`~grader.grading.sandbox.crashes.GuardedExecute`, in this process) and the student is graded
    again without it, up to ``crashes.MAX_ROUNDS`` attempts. A kernel that the *machine's*
-   out-of-memory killer ended is not the student's doing: :class:`GradingFault`, the job is
-   graded again later (:mod:`.worker`);
+   out-of-memory killer ended, or a time limit that ran out while other work held the CPU,
+   is not the student's doing: :class:`GradingFault`, the job is graded again later
+   (:mod:`.worker`). Both are decided by one rule on the job's control group, which the
+   student's processes cannot forge (:func:`~grader.grading.sandbox.bounds.cause`,
+   :func:`~grader.grading.sandbox.bounds.starved`); a job that keeps faulting is graded
+   once more with ``blame_machine=False``: scored as it ran, with a note;
 3. ``autograded/<student>/<assignment>`` keeps the graded notebook and the submitted files
    (:mod:`..sandbox.workdir`), then feedback for that student (hidden tests' code stripped, written
    within ``feedback_timeout_s``), or a page saying what happened.
@@ -38,7 +42,8 @@ from typing import Callable
 import nbformat
 
 from ..config import GradingConfig, SubmissionLimits
-from ..sandbox import crashes, workdir
+from .. import overlay
+from ..sandbox import bounds, crashes, workdir
 from ..sandbox.setup import MACHINE_OOM
 from ..submission import intake
 
@@ -48,7 +53,17 @@ __all__ = ["Outcome", "GradingFault", "grade_one", "precheck", "submission_sha25
 
 class GradingFault(RuntimeError):
     """Grading failed for a reason that is not the submission's (the machine ran out of
-    memory): the job is graded again, up to a few times (:mod:`.worker`)."""
+    memory, or other work held the CPU past a time limit): the job is graded again, up to a
+    few times (:mod:`.worker`)."""
+
+
+# why the machine, not the submission, ended an attempt (bounds' evidence) -> the fault's words
+MACHINE_FAULTS = {
+    MACHINE_OOM: ("the machine ran out of memory and its out-of-memory killer ended the "
+                  "kernel (this notebook's own memory limit was not reached)"),
+    bounds.STARVED: ("a time limit ran out while other work held the CPU (the job's group "
+                     "waited for a CPU and got less than its share)"),
+}
 
 
 @dataclass
@@ -244,14 +259,15 @@ def _note_box(course: Path, o: Outcome, notes: list[str]) -> None:
 
 
 def _executor_config(trace: Path, skip: list[tuple[int, str]], cfg: GradingConfig,
-                     staging: Path):
+                     staging: Path, starved_retry: bool = False, fair_cores: float = 1.0):
     """nbgrader config running :class:`~grader.grading.judge.executor.JudgedExecute` (crash-guarded,
     test cells judged outside the kernel) in place of ``Execute`` under this run's limits
     (:func:`~grader.grading.sandbox.crashes.autograde_config`), with the crash trace and the
     cells not to run, reading the submission from ``staging``."""
     from ..judge.executor import JudgedExecute
 
-    c = crashes.autograde_config(cfg.limits, JudgedExecute, trace, skip)
+    c = crashes.autograde_config(cfg.limits, JudgedExecute, trace, skip, starved_retry,
+                                 fair_cores)
     c.CourseDirectory.submitted_directory = str(staging)
     return c
 
@@ -278,11 +294,14 @@ class Watchdog:
 
 def grade_one(cfg: GradingConfig, student: str, assignment: str, *, kernel_config=None,
               kill_kernels: Callable[[], None] = lambda: None, logs: Path | None = None,
-              kernel_end: Callable[[], str | None] = lambda: None) -> Outcome:
+              kernel_end: Callable[[], str | None] = lambda: None,
+              blame_machine: bool = True, fair_cores: float = 1.0) -> Outcome:
     """Grade one submission; ``kernel_config`` (traitlets Config) starts kernels in the
     sandbox; ``kill_kernels`` ends this worker's kernels when the notebook limit is hit;
     ``kernel_end`` says how the last kernel ended (a signal of a limit, see sandbox).
-    Raises :class:`GradingFault` when the machine, not the submission, stopped it."""
+    Raises :class:`GradingFault` when the machine, not the submission, stopped it (one of
+    :data:`MACHINE_FAULTS`), unless ``blame_machine`` is False (the job's last try: it is
+    scored as it ran). ``fair_cores``: the job's share of the cores (bounds.starved)."""
     course = cfg.course
     t0 = time.perf_counter()
     top = max_score(cfg, assignment)
@@ -299,7 +318,8 @@ def grade_one(cfg: GradingConfig, student: str, assignment: str, *, kernel_confi
     private = Path(tempfile.mkdtemp(prefix="grading-job-"))
     try:
         sub.stage(private / "submitted", staged)
-        o = _autograde(cfg, sub, private, top, kernel_config, kill_kernels, logs, kernel_end)
+        o = _autograde(cfg, sub, private, top, kernel_config, kill_kernels, logs, kernel_end,
+                       blame_machine, fair_cores)
     finally:
         shutil.rmtree(private, ignore_errors=True)
     o.reason = "; ".join(filter(None, [o.reason, *notes]))
@@ -312,21 +332,30 @@ def grade_one(cfg: GradingConfig, student: str, assignment: str, *, kernel_confi
 
 
 def _autograde(cfg: GradingConfig, sub: intake.Submission, private: Path, top: float,
-               kernel_config, kill_kernels, logs: Path | None, kernel_end) -> Outcome:
+               kernel_config, kill_kernels, logs: Path | None, kernel_end,
+               blame_machine: bool = True, fair_cores: float = 1.0) -> Outcome:
     course, lim = cfg.course, cfg.limits
     student, assignment = sub.student, sub.assignment
     skip: list[tuple[int, str]] = []  # (index, label) of cells that ended the kernel
     ended: dict[tuple[int, str], str | None] = {}   # how (a signal), where the sandbox saw it
     trace = private / "cell"
     out_folder = course / "autograded" / student / assignment
-    keep = set(sub.files) | {p.name for p in (course / "source" / assignment).glob("*.ipynb")}
-    keep |= {str(p.relative_to(course / "source" / assignment))
-             for p in (course / "source" / assignment).rglob("*") if p.is_file()}
+    source = overlay.source(course, assignment)      # the private overlay's, if it has one
+    keep = set(sub.files) | {p.name for p in source.glob("*.ipynb")}
+    keep |= {str(p.relative_to(source)) for p in source.rglob("*") if p.is_file()}
     log_all, fault = [], None
-    with Watchdog(lim.notebook_timeout_s, kill_kernels) as dog:
+    job = bounds.Box.of_job() if blame_machine else None   # the worker's group of this job
+    cpu = [job.cpu_sample() if job is not None else None]
+
+    def expire() -> None:         # the notebook's limit: the group's accounting, then the kill
+        cpu.append(job.cpu_sample() if job is not None else None)
+        kill_kernels()
+
+    with Watchdog(lim.notebook_timeout_s, expire) as dog:
         for attempt in range(crashes.MAX_ROUNDS):
             trace.unlink(missing_ok=True)
-            extra = _executor_config(trace, skip, cfg, private / "submitted")
+            extra = _executor_config(trace, skip, cfg, private / "submitted", blame_machine,
+                                     fair_cores)
             if kernel_config is not None:
                 extra.merge(kernel_config)
             res = api(course, extra).autograde(assignment, student, force=True, create=True)
@@ -342,9 +371,8 @@ def _autograde(cfg: GradingConfig, sub: intake.Submission, private: Path, top: f
             if why[0] != "crashed":
                 break
             end = crashes.dead_cause(trace) or kernel_end()
-            if end == MACHINE_OOM:
-                fault = ("the machine ran out of memory and its out-of-memory killer ended the "
-                         "kernel (this notebook's own memory limit was not reached)")
+            if end in MACHINE_FAULTS and blame_machine:
+                fault = MACHINE_FAULTS[end]
                 break
             dead = crashes.dead_cell(trace)
             if dead is None or dead in skip:
@@ -353,6 +381,8 @@ def _autograde(cfg: GradingConfig, sub: intake.Submission, private: Path, top: f
             ended[dead] = end
     if logs is not None:
         (logs / log_name(student, assignment, ".log")).write_text("".join(log_all))
+    if dog.expired and blame_machine and bounds.starved(cpu[0], cpu[-1], fair_cores):
+        fault = MACHINE_FAULTS[bounds.STARVED]
     if fault:
         raise GradingFault(fault)
     if dog.expired:
@@ -381,6 +411,9 @@ _FEEDBACK: dict = {}   # course -> OneStudentFeedback, kept for the worker's lif
 def _ended(signal_name: str | None, cfg: GradingConfig) -> str:
     from ..sandbox.setup import describe_limit_hit
 
+    if signal_name == MACHINE_OOM:   # the job's last try: the machine's evidence, noted
+        return ("killed by an out-of-memory killer while its memory limit was not reached, "
+                "on every try")
     why = describe_limit_hit(signal_name, cfg.limits) if signal_name else None
     return why or "os._exit, a crash or a kill"
 

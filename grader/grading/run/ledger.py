@@ -27,6 +27,11 @@ and the job goes back to the queue, behind the jobs claimed fewer times; the wor
 claims a job with too many faults records it as failed with that reason
 (:mod:`grader.grading.run.worker`) instead of grading it forever.
 
+A job's ``sha256`` covers the submission and every other input of its verdict; ``inputs``
+keeps the digests of those other inputs (:mod:`.inputs`: source, hidden checks, grader,
+limits, secret), so that :meth:`Ledger.sync` can say which changed and the pipeline can
+refuse a report that mixes verdicts of different inputs (:meth:`Ledger.done_inputs`).
+
 Create one :class:`Ledger` per process (an engine must not cross a ``fork``).
 """
 from __future__ import annotations
@@ -45,7 +50,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from ..sandbox.procs import alive
 
-__all__ = ["Job", "Ledger", "STATES", "TABLE", "owner_id", "pid_alive"]
+__all__ = ["Job", "Reset", "Ledger", "STATES", "TABLE", "owner_id", "pid_alive"]
 
 TABLE = "course_grading_jobs"
 STATES = ("pending", "running", "done")
@@ -63,7 +68,19 @@ jobs = Table(
     Column("attempts", Integer, nullable=False),           # claims so far (fencing token)
     Column("outcome", Text),        # JSON of the pipeline's Outcome when done; else a fault note
     Column("updated_at", DateTime(), nullable=False),      # UTC, naive
+    Column("inputs", Text),         # JSON of the verdict's other inputs' digests (.inputs)
 )
+
+
+@dataclass(frozen=True)
+class Reset:
+    """A job :meth:`Ledger.sync` sent back to pending: its state then, and its inputs then
+    and now (JSON, :mod:`.inputs`; None where not recorded)."""
+    student: str
+    assignment: str
+    state: str
+    inputs_before: str | None
+    inputs: str | None
 
 
 @dataclass(frozen=True)
@@ -136,6 +153,10 @@ class Ledger:
                 _nbgrader_schema(conn)
             if TABLE not in names:
                 metadata.create_all(conn)
+            elif "inputs" not in {c["name"] for c in inspect(conn).get_columns(TABLE)}:
+                # a ledger made before the inputs were recorded: its rows hold NULL, and
+                # sync sends them back to pending (their digests changed)
+                conn.execute(text(f"ALTER TABLE {TABLE} ADD COLUMN inputs TEXT"))
 
     def close(self) -> None:
         self.engine.dispose()
@@ -156,25 +177,33 @@ class Ledger:
         return self._now() + timedelta(seconds=float(seconds))
 
     # -- the API ------------------------------------------------------------------------
-    def sync(self, items: Iterable[tuple[str, str, str]]) -> None:
-        """Record the submissions ``(student, assignment, sha256)``: new ones as pending;
-        one whose files changed (a resubmission) goes back to pending, its outcome cleared.
-        Rows not named stay as they are."""
-        wanted = {(s, a): h for s, a, h in items}
+    def sync(self, items: Iterable[Sequence[str]]) -> list[Reset]:
+        """Record the submissions ``(student, assignment, sha256[, inputs])``: new ones as
+        pending; one whose digest changed (a resubmission, or other hidden checks, limits,
+        grader...) goes back to pending, its outcome cleared. Rows not named stay as they
+        are. Returns the jobs sent back."""
+        wanted = {(it[0], it[1]): (it[2], it[3] if len(it) > 3 else None) for it in items}
+        resets = []
         with self.engine.begin() as conn:
-            have = {(r.student, r.assignment): r.sha256
-                    for r in conn.execute(select(jobs.c.student, jobs.c.assignment, jobs.c.sha256))}
+            have = {(r.student, r.assignment): r for r in conn.execute(
+                select(jobs.c.student, jobs.c.assignment, jobs.c.sha256, jobs.c.state,
+                       jobs.c.inputs))}
             now = conn.scalar(select(self._now())) if self.postgres else self._now()
             new = [dict(student=s, assignment=a, sha256=h, state="pending", attempts=0,
-                        updated_at=now) for (s, a), h in wanted.items() if (s, a) not in have]
+                        updated_at=now, inputs=i)
+                   for (s, a), (h, i) in wanted.items() if (s, a) not in have]
             if new:
                 # another machine may insert the same rows at the same time: keep theirs
                 conn.execute(self._insert().on_conflict_do_nothing(), new)
-            for (s, a), h in wanted.items():
-                if (s, a) in have and have[(s, a)] != h:
-                    conn.execute(update(jobs).where(self._key(s, a), jobs.c.sha256 != h).values(
+            for (s, a), (h, i) in wanted.items():
+                row = have.get((s, a))
+                if row is not None and row.sha256 != h:
+                    n = conn.execute(update(jobs).where(self._key(s, a), jobs.c.sha256 != h).values(
                         sha256=h, state="pending", owner=None, lease_until=None, outcome=None,
-                        updated_at=now))
+                        updated_at=now, inputs=i)).rowcount
+                    if n:
+                        resets.append(Reset(s, a, row.state, row.inputs, i))
+        return resets
 
     def claim(self, owner: str, lease_s: float,
               only: Iterable[Sequence[str]] | None = None) -> Job | None:
@@ -282,6 +311,13 @@ class Ledger:
             d.setdefault("assignment", r.assignment)
             out.append(d)
         return out
+
+    def done_inputs(self) -> dict[tuple[str, str], str | None]:
+        """``{(student, assignment): inputs}`` of the done jobs (JSON, :mod:`.inputs`)."""
+        with self.engine.begin() as conn:
+            return {(r.student, r.assignment): r.inputs for r in conn.execute(
+                select(jobs.c.student, jobs.c.assignment, jobs.c.inputs)
+                .where(jobs.c.state == "done"))}
 
     def forget(self, student: str | None = None, assignment: str | None = None) -> int:
         """Make jobs pending again, outcome cleared, so they are regraded (None: any).

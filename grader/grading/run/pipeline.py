@@ -5,8 +5,10 @@
 1. under a lock on the course folder: ``generate_assignment`` for every assignment (autograde
    needs the gradebook entries and checksums it writes); then every (student, assignment)
    goes into the ledger (:mod:`.ledger`, in the gradebook's database) with a digest of the
-   submission and of the assignment. A job already done with the same digest is not graded
-   again; a resubmission or a changed assignment is. Jobs of a grading run that was killed
+   submission and of every other input of its verdict (:mod:`.inputs`: source, hidden
+   checks, grader, limits, the overlay's secret). A job already done with the same digest is
+   not graded again; a resubmission or a changed input is, and the run says which input
+   changed. Jobs of a grading run that was killed
    (its processes are gone, or its lease ran out) go back to the queue;
 2. ``workers`` processes (:mod:`.worker`, one per core by default) take jobs from the ledger
    and grade them (:mod:`.item`: kernels in the sandbox, hidden tests in the judge, limits
@@ -17,6 +19,9 @@
 4. reports: ``reports/grades.csv`` and ``grades.json`` (one row per student and assignment of
    the whole class, from the ledger, with status and reason) and nbgrader's export
    ``reports/nbgrader_grades.csv``; feedback under ``feedback/<student>/<assignment>/``.
+   A report that would mix verdicts made with other inputs than the course's now (a run
+   limited with ``--student``/``--assignment`` after a hidden check changed) is not
+   written: the run stops and names them (:func:`_stale`).
    A field that a spreadsheet would run as a formula is neutralised
    (:func:`~grader.grading.submission.intake.csv_safe`).
 
@@ -29,7 +34,6 @@ from __future__ import annotations
 
 import csv
 import fcntl
-import hashlib
 import json
 import os
 import select
@@ -47,6 +51,8 @@ from pathlib import Path
 from ..config import GradingConfig, load, with_overrides
 from ..config import check as check_config
 from .item import Outcome, api, submission_sha256
+from . import inputs
+from .. import overlay
 from .progress import Progress, summary
 from .spawn import Spawner
 from ..sandbox import procs
@@ -64,6 +70,7 @@ class GradingRun:
     wall_s: float = 0.0
     workers: int = 0
     graded_now: set = field(default_factory=set)   # (student, assignment) graded by this run
+    notes: list = field(default_factory=list)      # what this run said (inputs that changed)
 
     def table(self) -> str:
         lines = [f"{'student':<10} {'assignment':<22} {'score':>11}  {'status':<8} reason"]
@@ -80,8 +87,8 @@ class GradingRun:
 
 
 def assignments(course: Path) -> list[str]:
-    return sorted(p.name for p in (course / "source").iterdir()
-                  if p.is_dir() and any(p.glob("*.ipynb")))
+    """The assignments of ``source/`` and of the private overlay's (:mod:`..overlay`)."""
+    return overlay.assignments(course)
 
 
 def students(course: Path) -> list[str]:
@@ -142,11 +149,41 @@ def _course_lock(course: Path):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _assignment_digest(course: Path, assignment: str) -> str:
-    h = hashlib.sha256()
-    for p in sorted((course / "source" / assignment).glob("*.ipynb")):
-        h.update(p.read_bytes())
-    return h.hexdigest()
+def _regraded(resets: list, now: dict[str, dict]) -> list[str]:
+    """What to say about the verdicts :meth:`.ledger.Ledger.sync` sent back because an
+    input other than the submission changed (one line per assignment and change)."""
+    counts: dict[tuple[str, str], int] = {}
+    for r in resets:
+        if r.state != "done" or r.inputs_before == r.inputs:
+            continue       # a resubmission, or a job not graded yet
+        why = inputs.describe(r.inputs_before, inputs.dumps(now[r.assignment]))
+        counts[(r.assignment, why)] = counts.get((r.assignment, why), 0) + 1
+    return [f"{a}: {n} verdict{'s are' if n > 1 else ' is'} out of date ({why}): graded again"
+            for (a, why), n in sorted(counts.items())]
+
+
+def _stale(cfg: GradingConfig, ledger) -> str | None:
+    """Why the whole class's report cannot be written: verdicts in the ledger made with
+    other inputs than the course's now (None where every one is current). Verdicts of an
+    assignment or a student folder that is gone cannot be graded again and are left out."""
+    now: dict[str, str] = {}
+    stale: dict[tuple[str, str], int] = {}
+    known, who = set(assignments(cfg.course)), set(students(cfg.course))
+    for (s, a), stored in sorted(ledger.done_inputs().items()):
+        if a not in known or s not in who:
+            continue
+        if a not in now:
+            now[a] = inputs.dumps(inputs.verdict_inputs(cfg, a))
+        if stored != now[a]:
+            why = inputs.describe(stored, now[a])
+            stale[(a, why)] = stale.get((a, why), 0) + 1
+    if not stale:
+        return None
+    lines = [f"{a}: {n} verdict{'s' if n > 1 else ''} out of date, {why}"
+             for (a, why), n in sorted(stale.items())]
+    return ("the reports were not written: they would mix verdicts made with other inputs "
+            "than the course's now (" + "; ".join(lines) + "). Grade those again: run the "
+            "command without --student/--assignment, or with them naming those submissions")
 
 
 def _in_gradebook(cfg: GradingConfig, assignment: str) -> bool:
@@ -409,7 +446,8 @@ def grade_course(course: str | Path = "exercises", *, only_students: list[str] |
                     spawner = _spawner(cfg, n)
                     workers = [_Worker(cfg, k, overrides, only, spawner) for k in range(n)]
                 nbg = api(course)
-                digest = {a: _assignment_digest(course, a) for a in names}
+                now = {a: inputs.verdict_inputs(cfg, a) for a in names}
+                digest = {a: now[a]["source"] for a in names}
                 for a in names:  # before any autograde; again only when the source changed, so a
                     # second grading machine does not rewrite what the first is grading with
                     stamp = course / "reports" / "generated" / f"{a}.sha256"
@@ -424,9 +462,12 @@ def grade_course(course: str | Path = "exercises", *, only_students: list[str] |
                 if regrade:
                     for s, a in scope:
                         ledger.forget(student=s, assignment=a)
-                ledger.sync([(s, a, hashlib.sha256((submission_sha256(course, s, a, cfg.submission)
-                                                    + digest[a]).encode()).hexdigest())
-                             for s, a in scope])
+                resets = ledger.sync([(s, a, inputs.key(submission_sha256(course, s, a, cfg.submission),
+                                                        now[a]), inputs.dumps(now[a]))
+                                      for s, a in scope])
+                notes = _regraded(resets, now)
+                for line in notes:
+                    print(line, file=sys.stderr)
                 ledger.release_dead(socket.gethostname(), procs.alive)
 
         except BaseException:
@@ -470,10 +511,13 @@ def grade_course(course: str | Path = "exercises", *, only_students: list[str] |
             spawner.close()
     results = {(r["student"], r["assignment"]): Outcome.from_dict(r) for r in ledger.results()}
     _, rejected = _rejected(cfg, who, names)
+    stale = _stale(cfg, ledger)
+    if stale:
+        raise RuntimeError(stale)
     _write_reports(cfg, list(results.values()) + rejected)
     missing = [x for x in scope if x not in results]
     if missing:
         raise RuntimeError(f"{len(missing)} submissions were not graded (e.g. {missing[0]}); "
                            "see reports/logs/worker-*.log and run again to finish")
     return GradingRun(course, [results[x] for x in scope] + rejected, time.perf_counter() - t0, n,
-                      set(todo) | {(o.student, o.assignment) for o in rejected})
+                      set(todo) | {(o.student, o.assignment) for o in rejected}, notes)
