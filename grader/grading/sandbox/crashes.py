@@ -38,7 +38,7 @@ from pathlib import Path
 
 from nbclient.util import run_sync
 from nbgrader.preprocessors import Execute
-from traitlets import Bool, Int, Unicode
+from traitlets import Bool, Float, Int, Unicode
 from traitlets.config import Config
 
 from ..config import Limits
@@ -131,6 +131,12 @@ class GuardedExecute(Execute):
     # a refused message can take the cell's "idle" with it: the cell ends after
     # iopub_timeout with what arrived, noted, instead of failing the whole notebook
     raise_on_iopub_timeout = Bool(False).tag(config=True)
+    starved_retry = Bool(False, help="a cell whose time limit runs out while the job's group "
+                         "was kept from the CPU (bounds.starved) ends the attempt as the "
+                         "machine's fault (bounds.STARVED), to be graded again; False: the "
+                         "cell is stopped and scored, as any time limit").tag(config=True)
+    fair_cores = Float(1.0, help="the job's fair share of the machine's cores (a core, or "
+                       "the cores over the workers when fewer)").tag(config=True)
 
     def preprocess(self, nb, resources=None, km=None):
         for i in (int(i) for i in self.skip_cells.split(",") if i.strip()):
@@ -143,6 +149,8 @@ class GuardedExecute(Execute):
         self._budget, self._noted, self._contexts = Budget(self.output_bytes), set(), []
         self._sent: set[int] = set()
         self._idle: set[int] = set()
+        self._job = bounds.Box.of_job() if self.starved_retry else None
+        self._cpu0 = None
         try:
             return super().preprocess(nb, resources, km)
         finally:
@@ -207,6 +215,26 @@ class GuardedExecute(Execute):
 
     execute_cell = run_sync(async_execute_cell)
 
+    async def _async_handle_timeout(self, timeout, cell=None):
+        """nbclient's (the cell is interrupted and scored), unless the job's group was kept
+        from the CPU while the cell ran (:func:`~grader.grading.sandbox.bounds.starved`, on
+        the kernel's accounting of the group, which the cell's processes cannot forge):
+        then the kernel is stopped and the attempt ends as the machine's fault
+        (:data:`~grader.grading.sandbox.bounds.STARVED` in the trace), graded again later."""
+        job = getattr(self, "_job", None)
+        if job is not None and bounds.starved(getattr(self, "_cpu0", None), job.cpu_sample(),
+                                              self.fair_cores):
+            from nbclient.exceptions import DeadKernelError
+            from nbclient.util import ensure_async
+
+            if self.trace_file:
+                with open(self.trace_file, "a") as f:
+                    f.write(f"\t{bounds.STARVED}")
+            await ensure_async(self.km.shutdown_kernel(now=True))
+            raise DeadKernelError(f"the cell's time limit ({timeout} s) ran out while other "
+                                  "work held the CPU; the kernel was stopped")
+        return await super()._async_handle_timeout(timeout, cell)
+
     def process_message(self, msg, cell, cell_index):
         """nbclient's, keeping the outputs within the notebook's budget."""
         kind, budget = msg["msg_type"], getattr(self, "_budget", None)
@@ -235,6 +263,8 @@ class GuardedExecute(Execute):
 
     def on_cell_execute(self, **kwargs):  # nbclient hook, before the cell is sent
         getattr(self, "_sent", set()).add(kwargs["cell_index"])
+        if getattr(self, "_job", None) is not None:
+            self._cpu0 = self._job.cpu_sample()
         if self.trace_file:
             i = kwargs["cell_index"]
             Path(self.trace_file).write_text(f"{i}\t{describe(i, kwargs['cell'].metadata)}")
@@ -259,13 +289,15 @@ def chain(executor: type) -> list[type]:
 
 
 def autograde_config(limits: Limits, executor: type | None = None, trace_file: Path | None = None,
-                     skip: list[tuple[int, str]] = ()) -> Config:
+                     skip: list[tuple[int, str]] = (), starved_retry: bool = False,
+                     fair_cores: float = 1.0) -> Config:
     """The nbgrader configuration that autogrades under ``limits`` (``course.toml``) with
     ``executor`` (:class:`GuardedExecute` or a subclass; the course's is
     :class:`~grader.grading.judge.executor.JudgedExecute`) in place of nbgrader's ``Execute``:
     the cell time limit (``Execute.timeout``), the output and kernel-folder limits, and, for
     one grading attempt, the crash trace file and ``skip``, the ``(index, label)`` of the cells
-    not to run. The one place where these settings become nbgrader's: the worker merges it
+    not to run, and whether a cell starved of the CPU ends the attempt as the machine's
+    fault (``starved_retry``, with the job's share ``fair_cores``: the grading worker's). The one place where these settings become nbgrader's: the worker merges it
     over the course's ``nbgrader_config.py``, which calls it too."""
     executor = executor or GuardedExecute
     c = Config()
@@ -281,6 +313,8 @@ def autograde_config(limits: Limits, executor: type | None = None, trace_file: P
         c.GuardedExecute.trace_file = str(trace_file)
     if skip:
         c.GuardedExecute.skip_cells = ",".join(str(i) for i, _ in skip)
+    c.GuardedExecute.starved_retry = starved_retry
+    c.GuardedExecute.fair_cores = float(fair_cores)
     return c
 
 
