@@ -41,7 +41,7 @@ import threading
 import time
 from typing import Any
 
-from grader import wire
+from grader import unixsock, wire
 from grader.lab.core.launch import RankTimeout, launch
 
 __all__ = ["run_ranks", "relay_rank", "StudentRanks", "ISOLATION_ENV", "STARTUP_S"]
@@ -52,6 +52,7 @@ MAX_PENDING = 10_000           # isend / irecv not waited for yet
 MAX_EVENTS = 64                # collectives and marks recorded with their values
 MAX_RESULTS = 256              # named arrays a course driver may return
 STARTUP_S = 120.0              # starting the ranks' processes (imports) on a busy machine
+SOCKET = "rank.sock"           # in each rank's folder, where the rank waits for its relay
 _BOOT = ("import os, sys; sys.path.insert(0, {root!r}); "
          "from grader.ranks.stub import main; os._exit(main({sock!r}, {wait!r}, {fw!r}))")
 
@@ -98,15 +99,23 @@ class StudentRanks:
         self.ended: list[str] = []      # a file each, written when the process has ended
         self.procs: list[subprocess.Popen] = []
         tmp = temp_root()
+        # checked before any process starts: a socket the relay cannot reach would fail
+        # every rank of an honest student (grader.unixsock: a long TMPDIR is fine with /proc)
+        why = unixsock.problem(os.path.join(tmp or tempfile.gettempdir(),
+                                            "course-rank-xxxxxxxx", SOCKET))
+        if why:
+            raise RuntimeError(f"the ranks cannot start: {why}")
         self._logdir = tempfile.mkdtemp(prefix="course-rank-logs-", dir=tmp)
         env = {k: v for k, v in os.environ.items() if k != ISOLATION_ENV}
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         try:
             for rank in range(world):
                 folder = tempfile.mkdtemp(prefix="course-rank-", dir=tmp)
-                sock = os.path.join(folder, "rank.sock")
+                sock = os.path.join(folder, SOCKET)
+                # the stub binds it by its name in its own folder (its working directory,
+                # in the sandbox too): short whatever the folder's path
                 stub = [_python(), "-c",
-                        _BOOT.format(root=root, sock=sock, wait=wait_s, fw=framework)]
+                        _BOOT.format(root=root, sock=SOCKET, wait=wait_s, fw=framework)]
                 cmd = [*isolation, folder, "--", *stub] if isolation else stub
                 log = os.path.join(self._logdir, f"rank{rank}.log")
                 with open(log, "wb") as out:
@@ -214,7 +223,7 @@ def _connect(path: str, ended: str, deadline: float) -> socket.socket:
     while True:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            sock.connect(path)
+            unixsock.connect(sock, path)    # any length (a long TMPDIR), never by a link
             return sock
         except (FileNotFoundError, ConnectionRefusedError):
             sock.close()

@@ -96,11 +96,13 @@ def accept_one(path: str, timeout: float):
     # bound under a name of its own, opened to every user and listening before it is renamed
     # to ``path``: a peer never finds ``path`` with the umask's mode (a judge of another uid
     # would be refused) or not yet listening
+    from grader import unixsock     # (a path of any length: a long TMPDIR's too)
+
     folder, name = os.path.split(path)
-    staging = os.path.join(folder, f".{name}~")     # (sun_path holds 108 bytes: kept short)
+    staging = os.path.join(folder, f".{name}~")
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        srv.bind(staging)
+        unixsock.bind(srv, staging)
         os.chmod(staging, 0o666)
         srv.listen(1)
         os.rename(staging, path)

@@ -30,6 +30,8 @@ import stat
 import sys
 import threading
 
+from grader import unixsock
+
 __all__ = ["start", "client_command", "main"]
 
 PREFIX = "course-rank-"
@@ -44,8 +46,11 @@ def client_command(gate: str) -> list[str]:
 def start(settings_file: str, tmp: str, judge_uid: int) -> str:
     """Fork the gate (call as root, before giving root up); the path of its socket."""
     path = os.path.join(tmp, ".rank-gate.sock")
+    problem = unixsock.problem(path)
+    if problem:
+        raise RuntimeError(f"the rank gate cannot start: {problem}")
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    srv.bind(path)
+    unixsock.bind(srv, path)        # any length: the judge's folder is below TMPDIR
     os.chown(path, judge_uid, judge_uid)
     os.chmod(path, 0o600)
     srv.listen(16)
@@ -230,7 +235,7 @@ def main(argv: list[str]) -> int:
         return 2
     gate, folder, cmd = argv[0], os.path.abspath(argv[1]), argv[3:]
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    conn.connect(gate)
+    unixsock.connect(conn, gate)    # any length, never by a link
     socket.send_fds(conn, [json.dumps({"folder": folder, "argv": cmd}).encode()], [0, 1, 2])
     chunks = []
     while True:
