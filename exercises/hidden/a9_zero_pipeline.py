@@ -12,7 +12,7 @@ from typing import Callable
 
 from grader.checks.a9_zero_pipeline import KINDS, normalise_memory, normalise_schedule
 from grader.checks.result import CheckResult
-from grader.checks.support import StudentError, call, result
+from grader.checks.support import attempt, result
 
 __all__ = ["zero_bytes", "one_f_one_b", "unit_clock", "MEMORY_CASES", "VALUE_CASES",
            "SCHEDULE_CASES", "MISTAKES", "check_zero_bytes", "check_schedule", "check_all"]
@@ -85,19 +85,22 @@ def check_zero_bytes(fn: Callable) -> CheckResult:
     """5 points: stage 0, 1, 2 and 3 (1 each, float32 and Adam), and the bytes and
     optimizer values the arguments give (1)."""
     name = "a9: zero_bytes matches ZeRO's accounting"
-    try:
-        got = {c: normalise_memory(call(fn, *c)) for c in MEMORY_CASES}
-        got_values = {c: normalise_memory(call(fn, c[0], c[1], 0, bytes_per_value=c[2],
-                                               optimizer_values=c[3]))
-                      for c in VALUE_CASES}
-    except StudentError as e:
-        return CheckResult(name, 0, 5, str(e), hint="run the public check above")
-    except (TypeError, ValueError) as e:
-        return CheckResult(name, 0, 5, "not a dict of the three kinds", seen=str(e),
-                           hint="return {'params': ..., 'grads': ..., 'optimizer': ...}")
+    got, errors = {}, {}        # each call on its own: an error costs the parts it is in
+    for c in MEMORY_CASES:
+        got[c], errors[c] = attempt(normalise_memory, fn, *c)
+    got_values = {}
+    for c in VALUE_CASES:
+        got_values[c], errors[c] = attempt(normalise_memory, fn, c[0], c[1], 0,
+                                           bytes_per_value=c[2], optimizer_values=c[3])
     parts = []
     for stage in range(4):
         cases = [c for c in MEMORY_CASES if c[2] == stage]
+        raised = [c for c in cases if errors[c]]
+        if raised:
+            parts.append(_raised(f"stage {stage}", f"zero_bytes{raised[0]}",
+                                 zero_bytes(*raised[0]), errors[raised[0]], len(raised),
+                                 len(cases)))
+            continue
         wrong = [c for c in cases if not _close(got[c], zero_bytes(*c), 4, 2)]
         c = (wrong or cases)[0]
         want = zero_bytes(*c)
@@ -105,22 +108,38 @@ def check_zero_bytes(fn: Callable) -> CheckResult:
                       f"zero_bytes{c}: " + _fmt(want), _fmt(got[c]),
                       _which_mistake(got, cases, lambda c: {})
                       or _hint_by_kind(got[c], want, stage)))
-    wrong = [c for c in VALUE_CASES if not _close(
-        got_values[c], zero_bytes(c[0], c[1], 0, c[2], c[3]), c[2], c[3])]
-    c = (wrong or VALUE_CASES)[0]
-    want = zero_bytes(c[0], c[1], 0, c[2], c[3])
-    by_case = {(n, r, 0, b, v): got_values[(n, r, b, v)] for n, r, b, v in VALUE_CASES}
-    mistake = _which_mistake(by_case, list(by_case),
-                             lambda c: {"bytes_per_value": c[3], "optimizer_values": c[4]})
-    parts.append((1, not wrong, "the sizes do not follow bytes_per_value and "
-                  "optimizer_values",
-                  f"zero_bytes({c[0]}, {c[1]}, 0, bytes_per_value={c[2]}, "
-                  f"optimizer_values={c[3]}): " + _fmt(want),
-                  _fmt(got_values[c]), mistake or "stage 0 holds n_params x "
-                  "bytes_per_value for the parameters and for the gradients, and "
-                  "optimizer_values times that for the optimizer"))
+    raised = [c for c in VALUE_CASES if errors[c]]
+    if raised:
+        c = raised[0]
+        parts.append(_raised("bytes_per_value and optimizer_values",
+                             f"zero_bytes({c[0]}, {c[1]}, 0, bytes_per_value={c[2]}, "
+                             f"optimizer_values={c[3]})", zero_bytes(c[0], c[1], 0, c[2], c[3]),
+                             errors[c], len(raised), len(VALUE_CASES)))
+    else:
+        wrong = [c for c in VALUE_CASES if not _close(
+            got_values[c], zero_bytes(c[0], c[1], 0, c[2], c[3]), c[2], c[3])]
+        c = (wrong or VALUE_CASES)[0]
+        want = zero_bytes(c[0], c[1], 0, c[2], c[3])
+        by_case = {(n, r, 0, b, v): got_values[(n, r, b, v)] for n, r, b, v in VALUE_CASES}
+        mistake = _which_mistake(by_case, list(by_case),
+                                 lambda c: {"bytes_per_value": c[3], "optimizer_values": c[4]})
+        parts.append((1, not wrong, "the sizes do not follow bytes_per_value and "
+                      "optimizer_values",
+                      f"zero_bytes({c[0]}, {c[1]}, 0, bytes_per_value={c[2]}, "
+                      f"optimizer_values={c[3]}): " + _fmt(want),
+                      _fmt(got_values[c]), mistake or "stage 0 holds n_params x "
+                      "bytes_per_value for the parameters and for the gradients, and "
+                      "optimizer_values times that for the optimizer"))
     return result(name, 5, parts, f"all {len(MEMORY_CASES) + len(VALUE_CASES)} cases "
                                   "match, stages 0 to 3")
+
+
+def _raised(what: str, call_text: str, want: dict, why: str, n: int, of: int) -> tuple:
+    """The failed part of a task-1 group whose calls raised (or returned no dict)."""
+    return (1, False, f"{what}: {why}", f"{call_text}: " + _fmt(want),
+            f"{n} of its {of} calls failed",
+            "call zero_bytes with these arguments in a cell of your own; it returns "
+            "{'params': ..., 'grads': ..., 'optimizer': ...}")
 
 
 def _fmt(memory: dict) -> str:
@@ -217,22 +236,20 @@ def check_schedule(fn: Callable) -> CheckResult:
     time are judged on the cases whose order runs (none: 0 points)."""
     name = "a9: one_f_one_b is a 1F1B schedule"
     seen = {}
-    try:
-        for p, m in SCHEDULE_CASES:
-            sched = normalise_schedule(call(fn, p, m), p)
-            seen[(p, m)] = (sched, unit_clock(sched, p, m))
-    except StudentError as e:
-        return CheckResult(name, 0, 5, str(e), hint="run the public check above")
-    except (TypeError, ValueError) as e:
-        return CheckResult(name, 0, 5, "not one list of passes per stage", seen=str(e),
-                           hint="return [['F0', 'F1', 'B0', ...], ...], one list per stage")
+    for p, m in SCHEDULE_CASES:       # each on its own: one that raises cannot run, as below
+        sched, why = attempt(lambda s, p=p: normalise_schedule(s, p), fn, p, m)
+        seen[(p, m)] = (sched, unit_clock(sched, p, m)) if not why else ([], why)
     broken = {k: v for k, v in seen.items() if isinstance(v[1], str)}
     runs_part = (1, True, "", "", "", "")
     if broken:
         (p, m), (sched, why) = next(iter(broken.items()))
         failure = ("the order cannot run", "an order in which every pass's inputs exist "
                    "when it starts", f"{p} stages, {m} micro-batches: {why}",
-                   _broken_hint(sched, m))
+                   _broken_hint(sched, m)) if sched else (
+            f"one_f_one_b({p}, {m}): {why}", "one list of passes per stage",
+            f"{sum(not v[0] for v in broken.values())} of {len(seen)} calls failed",
+            f"call one_f_one_b({p}, {m}) in a cell of your own; it returns "
+            "[['F0', 'F1', 'B0', ...], ...], one list per stage")
         if len(broken) == len(seen):
             return CheckResult(name, 0, 5, failure[0], expected=failure[1], seen=failure[2],
                                hint=failure[3])

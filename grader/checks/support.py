@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from .result import CheckResult, total
 
-__all__ = ["grade", "call", "close", "StudentError", "public", "result", "judging"]
+__all__ = ["grade", "call", "attempt", "close", "StudentError", "public", "result", "judging"]
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep   # grader/
 
@@ -57,6 +57,20 @@ def call(fn: Callable, *args: Any, **kwargs: Any) -> Any:
             where = f" (line {f.lineno}: {f.line})" if f.line else ""
         raise StudentError(f"{getattr(fn, '__name__', 'your function')} raised "
                            f"{type(e).__name__}: {e}{where}") from None
+
+
+def attempt(read: Callable[[Any], Any], fn: Callable, *args: Any, **kwargs: Any) -> tuple[Any, str]:
+    """One case of a hidden check: ``(read(fn(*args, **kwargs)), "")``, or ``(None, why)``
+    when the student's function raised (:func:`call`) or ``read`` refused what it returned
+    (``TypeError`` / ``ValueError``). A check calls each case on its own, so that an error
+    costs exactly the parts whose cases call the broken code, and says which case."""
+    try:
+        return read(call(fn, *args, **kwargs)), ""
+    except StudentError as e:
+        return None, str(e)
+    except (TypeError, ValueError) as e:
+        return None, f"{getattr(fn, '__name__', 'your function')} returned what the task "\
+                     f"does not ask for: {e}"
 
 
 def close(seen: Any, expected: float, rtol: float = 0.05) -> bool:

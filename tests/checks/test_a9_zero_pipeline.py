@@ -61,9 +61,9 @@ def test_each_schedule_mistake_loses_its_points_and_is_named(fn, lost, named):
 
 def test_wrong_shapes_get_a_clear_message_not_a_crash():
     assert a9.check_zero_bytes(sol.zero_wrong_keys).points == 0
-    assert "keys" in a9.check_zero_bytes(sol.zero_wrong_keys).seen
+    assert "keys" in a9.check_zero_bytes(sol.zero_wrong_keys).message
     r = a9.check_schedule(lambda stages, micro: [["F0"]])
-    assert r.points == 0 and "stages need" in r.seen
+    assert r.points == 0 and "stages need" in r.message
 
 
 def test_the_released_stubs_fail_the_public_checks():
@@ -191,3 +191,23 @@ def test_carols_sample_leaves_the_schedule_as_released():
     cell = next(c for c in nb.cells
                 if c.metadata.get("nbgrader", {}).get("grade_id") == "one_f_one_b")
     assert "NotImplementedError" in cell.source
+
+
+def test_an_error_in_one_branch_costs_only_the_parts_whose_cases_call_it():
+    """Each call is scored on its own (issue 37): before, one raise anywhere scored 0/5."""
+    def zero_stage3_raises(n_params, ranks, stage, bytes_per_value=4, optimizer_values=2):
+        if stage == 3:
+            raise NotImplementedError("stage 3")
+        return a9.zero_bytes(n_params, ranks, stage, bytes_per_value, optimizer_values)
+    r = a9.check_zero_bytes(zero_stage3_raises)
+    assert r.points == 4 and r.message.startswith("stage 3: "), r.text()
+    assert "zero_bytes(216576, 2, 3)" in r.expected and "4 of its 4 calls failed" in r.seen
+
+    def schedule_raises_when_few_micro_batches(stages, micro):
+        if micro < stages:
+            raise ValueError("fewer micro-batches than stages")
+        return a9.one_f_one_b(stages, micro)
+    r = a9.check_schedule(schedule_raises_when_few_micro_batches)
+    # the orders of the other cases run, within memory and time: only "runs" (1) is lost
+    assert r.points == 4 and r.message.startswith("one_f_one_b(3, 2): "), r.text()
+    assert "fewer micro-batches than stages" in r.message and "2 of 6 calls failed" in r.seen
