@@ -17,7 +17,7 @@ PYTEST_ARGS ?=
 TEST_PROCS ?= 2
 XDIST := $(if $(filter 0,$(TEST_PROCS)),,-n $(TEST_PROCS) --dist loadgroup --no-loadscope-reorder)
 
-.PHONY: help install bytecode book test test-fast bench gpu-check browser-deps grade-deps lock clean clean-book grade hub hub-deps sandbox-deps
+.PHONY: help install bytecode book test test-fast bench gpu-check browser-deps grade-deps slurm-deps lock clean clean-book grade hub hub-deps sandbox-deps
 
 help:
 	@echo "make book   build the executed HTML book into _build/html"
@@ -48,7 +48,7 @@ bytecode: $(STAMP)
 book: $(STAMP) bytecode
 	$(PY) -m grader.build
 
-test: $(STAMP) bytecode browser-deps hub-deps grade-deps
+test: $(STAMP) bytecode browser-deps hub-deps grade-deps slurm-deps
 	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 test-fast: $(STAMP) bytecode
@@ -97,6 +97,18 @@ grade-deps:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql bubblewrap >/dev/null) \
 	  || echo "could not install postgresql/bubblewrap; the grading tests will fail with instructions"; \
 	else echo "postgresql or bubblewrap missing: run 'sudo apt-get install --no-install-recommends postgresql bubblewrap' for grading and its tests"; fi
+
+# A real one-node Slurm for the tests of the chapters' batch scripts (Debian's slurmctld,
+# slurmd, slurm-client and munge; tests/chapters/scripts/_slurm.py starts them with a
+# private configuration and stops them). Installed only when missing, and only as root;
+# elsewhere those tests skip, saying what to install.
+slurm-deps:
+	@if command -v sbatch >/dev/null && [ -x /usr/sbin/slurmctld ] && [ -x /usr/sbin/slurmd ] && [ -x /usr/sbin/munged ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing Debian's slurmctld, slurmd, slurm-client and munge for the batch-script tests"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends slurmctld slurmd slurm-client munge >/dev/null) \
+	  || echo "could not install Slurm; the real-Slurm tests will skip, saying so"; \
+	else echo "Slurm missing: run 'sudo apt-get install --no-install-recommends slurmctld slurmd slurm-client munge' for the real-Slurm tests (they need root)"; fi
 
 # The course hub (README, "JupyterHub"): JupyterHub from .venv, its proxy
 # (configurable-http-proxy, pinned in package-lock.json) from the npm registry into

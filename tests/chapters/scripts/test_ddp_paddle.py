@@ -4,6 +4,7 @@ Slurm and Kubernetes files that start them on a cluster."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import sys
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 
 from ._run import BIN, SCRIPTS, fake_slurm, finish, free_port, run, start
+from ._slurm import GPUS, slurm  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.slow
 LAUNCH = ["python", "-m", "paddle.distributed.launch"]
@@ -112,6 +114,23 @@ def test_the_slurm_batch_script_runs_one_launcher_per_node(tmp_path, one_process
     assert p.returncode == 0, "\n".join(log[-3000:] for log in logs)
     for node in (0, 1):                         # each node kept its own log folder
         assert (work / "log" / "4242" / str(node) / "workerlog.0").exists()
+    _assert_same_model(ckpt, one_process, epochs=2)
+
+
+def test_the_slurm_batch_script_trains_when_a_real_slurm_runs_it(tmp_path, one_process, slurm):
+    """sbatch on a real one-node Slurm (tests/chapters/scripts/_slurm.py), the node and GPU
+    counts overridden on sbatch's command line: one launcher starts two ranks on gloo, logs
+    in the node's own folder; state, exit code and output are Slurm's."""
+    work = tmp_path / "submit"                  # the folder sbatch is run from
+    shutil.copytree(SCRIPTS, work, ignore=shutil.ignore_patterns("__pycache__"))
+    ckpt = tmp_path / "real-slurm.pdparams"
+    job = slurm.sbatch(work / "ddp_paddle.sbatch", work,
+                       ["--nodes=1", f"--gpus-per-node={GPUS}", f"--cpus-per-task={os.cpu_count()}"],
+                       MASTER_PORT=str(free_port()), CHECKPOINT=str(ckpt))
+    logs = sorted((work / "log" / job.id / "0").glob("workerlog.*"))
+    assert (job.state, job.exit_code) == ("COMPLETED", "0:0"), (
+        job.output[-3000:] + "".join(f.read_text()[-2000:] for f in logs) + slurm.logs())
+    assert [f.name for f in logs] == ["workerlog.0", "workerlog.1"]
     _assert_same_model(ckpt, one_process, epochs=2)
 
 

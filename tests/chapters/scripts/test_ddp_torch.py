@@ -3,6 +3,7 @@ starts them, and the Slurm and Kubernetes files that start them on a cluster."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ._run import BIN, SCRIPTS, fake_slurm, finish, free_port, run, start
+from ._slurm import GPUS, slurm  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.slow
 TORCHRUN = str(BIN / "torchrun")
@@ -101,6 +103,21 @@ def test_the_slurm_batch_script_runs_one_torchrun_per_node(tmp_path, one_process
     logs = [(tmp_path / f"node{i}.log").read_text() for i in (0, 1)]
     assert p.returncode == 0, "\n".join(log[-3000:] for log in logs)
     assert "rank 0 of 2" in "".join(logs) and "rank 1 of 2" in "".join(logs)
+    _assert_same_model(ckpt, one_process, epochs=2)
+
+
+def test_the_slurm_batch_script_trains_when_a_real_slurm_runs_it(tmp_path, one_process, slurm):
+    """sbatch on a real one-node Slurm (tests/chapters/scripts/_slurm.py): the script as
+    a reader submits it, its node and GPU counts overridden on sbatch's command line (one
+    node of this machine, its two generic GPUs: two ranks on gloo); Slurm allocates them,
+    sets SLURM_* and runs srun's one torchrun; state, exit code and output are Slurm's."""
+    ckpt = tmp_path / "real-slurm.pt"
+    job = slurm.sbatch(SCRIPTS / "ddp_torch.sbatch", SCRIPTS,
+                       ["--nodes=1", f"--gpus-per-node={GPUS}", f"--cpus-per-task={os.cpu_count()}"],
+                       RDZV_PORT=str(free_port()), CHECKPOINT=str(ckpt))
+    assert (job.state, job.exit_code) == ("COMPLETED", "0:0"), job.output[-4000:] + slurm.logs()
+    assert re.search(r"rank 0 of 2: LOCAL_RANK 0", job.output), job.output[-4000:]
+    assert re.search(r"rank 1 of 2: LOCAL_RANK 1", job.output), job.output[-4000:]
     _assert_same_model(ckpt, one_process, epochs=2)
 
 
