@@ -13,9 +13,11 @@ below its own (``memory`` and ``pids``, cgroup v1 or v2) with ``memory_gb`` and
 controller mounted, no permission, a v2 parent that cannot delegate), :meth:`Box.create`
 returns ``None`` and the rlimits alone apply.
 
-- **A watch on the kernel's folder** (:class:`Watch`): files and folders it makes there and the
-  bytes it writes, counted twice a second; over ``kernel_files`` or ``kernel_disk_mb`` the
-  kernel is ended (200,000 small files kept a worker in nbgrader's file listing 13 minutes).
+- **A watch on what the kernel can write** (:class:`Watch`): files and folders it makes in its
+  folder and the bytes it writes there, plus the bytes held in its memory-backed ``/tmp`` and
+  ``/dev/shm`` (:func:`scratch_used`: one budget for every place it can write), counted twice
+  a second; over ``kernel_files`` or ``kernel_disk_mb`` the kernel is ended (200,000 small
+  files kept a worker in nbgrader's file listing 13 minutes).
   The executor counts them again after each cell (:func:`usage`), so a cell that wrote too
   much in less than half a second is the one that ends the kernel, not the next. The same
   watch ends a kernel whose group stays full of memory it cannot give back (the memory
@@ -36,7 +38,8 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["Box", "Watch", "cause", "machine_oom_kills", "sweep", "usage", "FILES_LIMIT"]
+__all__ = ["Box", "Watch", "cause", "machine_oom_kills", "sweep", "usage", "open_scratch",
+           "scratch_used", "FILES_LIMIT"]
 
 __all__ += ["CpuSample", "starved", "memory_groups", "JOB_ENV", "MACHINE_OOM", "STARVED"]
 _CONTROLLERS = ("memory", "pids", "cpu", "cpuacct")   # cpu, cpuacct: where mounted
@@ -385,8 +388,10 @@ FULL_CHECKS = 2  # consecutive checks (half a second apart) before the kernel is
 
 
 class Watch(threading.Thread):
-    """Ends the kernel (``stop``) when its folder holds more than ``files`` entries or
-    ``disk`` bytes more than when it started (``over`` = "files"), or when its control
+    """Ends the kernel (``stop``) when its folder holds more than ``files`` entries, or its
+    folder and its memory-backed folders (``scratch``: descriptors from :func:`open_scratch`,
+    added once the sandbox is up) hold ``disk`` bytes more than when it started (``over`` =
+    "files"), or when its control
     group ``box`` holds :data:`FULL` of its memory limit in memory that cannot be reclaimed
     (``over`` = "memory") for :data:`FULL_CHECKS` checks in a row.
 
@@ -402,6 +407,7 @@ class Watch(threading.Thread):
         self.workdir, self.stop, self.box = workdir, stop, box
         n, used = usage(workdir, 10**9)
         self.files, self.disk = n + files, used + disk
+        self.scratch: list[int] = []
         self.over: str | None = None
         self.done = threading.Event()
         self.full = 0
@@ -409,7 +415,7 @@ class Watch(threading.Thread):
     def run(self) -> None:
         while not self.done.wait(0.5):
             n, used = usage(self.workdir, self.files)
-            if n > self.files or used > self.disk:
+            if n > self.files or used + scratch_used(self.scratch) > self.disk:
                 self.over = "files"
                 self.stop()
                 return
@@ -446,6 +452,38 @@ def usage(root: str, most: int) -> tuple[int, int]:
         except OSError:
             continue
     return n, used
+
+
+def open_scratch(init_pid: int, folders: tuple[str, ...]) -> list[int]:
+    """Descriptors of a sandbox's memory-backed ``folders`` (``/tmp``, ``/dev/shm``), opened
+    through ``/proc/<init_pid>/root`` once the sandbox is set up (its init has a child).
+
+    ``init_pid`` is bubblewrap's reaper: the kernel cannot change its mounts (its own mount
+    calls are refused, and would be in a namespace of its own), and cannot replace a mount
+    point; the last name is opened without following a link all the same. A folder that
+    cannot be opened is left out (the budget then covers the others)."""
+    fds = []
+    for folder in folders:
+        try:
+            fds.append(os.open(f"/proc/{init_pid}/root{folder}",
+                               os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC))
+        except OSError:
+            pass
+    return fds
+
+
+def scratch_used(fds: list[int]) -> int:
+    """Bytes held in the file systems (tmpfs) open as ``fds``: the file system's own count,
+    so a file deleted while still open counts as long as it holds memory, which a walk
+    over the folder would miss."""
+    used = 0
+    for fd in fds:
+        try:
+            st = os.fstatvfs(fd)
+        except OSError:
+            continue
+        used += (st.f_blocks - st.f_bfree) * st.f_frsize
+    return used
 
 
 def cause(end: dict, watch: "Watch | None", box, oom_before: int = 0) -> str | None:

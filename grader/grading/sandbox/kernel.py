@@ -20,17 +20,24 @@ group of its own where the machine allows one (:mod:`grader.grading.sandbox.boun
 processes of all the kernel's processes together), and a watch on the kernel's folder that
 ends the kernel when it holds more than ``kernel_files`` entries or ``kernel_disk_mb`` MB.
 The kernel's socket folder is the one its connection file names (one per submission, made
-by :func:`grader.grading.sandbox.setup.job`). Only the standard library is imported here: this
-runs for every kernel start.
+by :func:`grader.grading.sandbox.setup.job`): root's, and bound read-only into the sandbox.
+This launcher makes the kernel's sockets there, listening, before the kernel starts, and hands
+them to it as open descriptors (:func:`listen`; the kernel's entry point binds ZeroMQ to them,
+:mod:`grader.grading.sandbox.ipkernel`). So the grading process connects by a path that
+nothing of the student's can write: a kernel cannot put a link (to another kernel's socket,
+a judge's) where its socket was, because it cannot write the folder at all.
+Only the standard library is imported here: this runs for every kernel start.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
 import resource
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -52,6 +59,12 @@ PASS_ENV = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "MPLBACKEND",
 # kernel_threads`` each, whatever the grading process has (see :func:`thread_env`)
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# the kernel's listening sockets, ``{"<path>": fd}`` (JSON): read by sandbox/ipkernel.py
+SOCKETS_ENV = "COURSE_KERNEL_SOCKETS"
+# the ports of a connection file, one socket each
+PORTS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
+# the memory-backed folders of every sandbox, each a tmpfs of at most the disk budget
+SCRATCH = ("/tmp", "/dev/shm")
 # run inside the sandbox by path (the grader package is bound read-only), with -I -S
 CONFINE = os.path.join(os.path.dirname(os.path.realpath(__file__)), "confine.py")
 
@@ -87,7 +100,8 @@ def thread_env(limits: dict) -> dict[str, str]:
 
 def bwrap_command(settings: dict, workdir: str, connection_file: str,
                   kernel_args: list[str] = (), status_fd: int | None = None,
-                  ipc_dir: str | None = None, command: list[str] | None = None) -> list[str]:
+                  ipc_dir: str | None = None, command: list[str] | None = None,
+                  sockets: dict[str, int] | None = None) -> list[str]:
     """The whole command line (bwrap, setpriv, prlimit, confine, kernel) for one kernel in
     ``workdir``.
 
@@ -95,12 +109,16 @@ def bwrap_command(settings: dict, workdir: str, connection_file: str,
     ``--HistoryManager.hist_file=:memory:``), passed on to the kernel; bwrap writes the pid
     of the namespace's init (the kernel's parent) to ``status_fd``; ``ipc_dir``: this
     submission's socket folder (default: the slot's, ``settings["ipc_dir"]``); ``command``:
-    what to run in place of the kernel (a student rank, :mod:`grader.grading.sandbox.rank`).
-    Last before it, :mod:`grader.grading.sandbox.confine` moves into a user namespace of its
+    what to run in place of the kernel (a student rank, :mod:`grader.grading.sandbox.rank`);
+    ``sockets``: the kernel's listening sockets, ``{path: fd}`` (:func:`listen`), passed on
+    by descriptor. The socket folder is bound read-only (unless it is ``workdir``, as for a
+    rank). ``/tmp`` and ``/dev/shm`` are memory-backed and at most ``kernel_disk_mb`` each:
+    the launcher's watch counts them with the folder against that one budget. Last before it, :mod:`grader.grading.sandbox.confine` moves into a user namespace of its
     own, joins a fresh session keyring and installs the seccomp filter."""
     lim = settings["limits"]
     uid, gid = settings["uid"], settings["gid"]
     mem = int(lim["memory_gb"] * 2**30)
+    scratch = min(mem, int(lim.get("kernel_disk_mb", 512) * 2**20))
     cmd = ["bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
            "--unshare-cgroup-try", "--die-with-parent", "--new-session",
            "--hostname", "grading-sandbox"]
@@ -114,13 +132,17 @@ def bwrap_command(settings: dict, workdir: str, connection_file: str,
         elif os.path.isdir(p):
             cmd += ["--ro-bind", p, p]
     cmd += ["--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev",
-            # private, size-limited scratch space (tmpfs uses RAM, which RLIMIT_AS does not see)
-            "--perms", "1777", "--size", str(mem), "--tmpfs", "/dev/shm",
-            "--perms", "1777", "--size", str(mem), "--tmpfs", "/tmp"]
+            # private scratch space, in memory (the control group counts it; RLIMIT_AS does
+            # not), each at most the disk budget, which also counts it (the launcher's watch)
+            "--perms", "1777", "--size", str(scratch), "--tmpfs", "/dev/shm",
+            "--perms", "1777", "--size", str(scratch), "--tmpfs", "/tmp"]
     for dev in settings.get("devices", []):
         cmd += ["--dev-bind", dev, dev]
     binds = [(p, "--ro-bind") for p in settings["ro"]]
-    binds += [(workdir, "--bind"), (ipc_dir or settings["ipc_dir"], "--bind")]
+    binds += [(workdir, "--bind")]
+    ipc_dir = ipc_dir or settings["ipc_dir"]
+    if ipc_dir != workdir:   # root's: the kernel reads its connection file there, writes nothing
+        binds += [(ipc_dir, "--ro-bind")]
     mounted = ["/usr", "/etc"]  # folders inside these exist already (not inside the tmpfs /tmp)
     made: set[str] = set()
     for path, how in sorted(binds, key=lambda b: b[0]):
@@ -145,7 +167,8 @@ def bwrap_command(settings: dict, workdir: str, connection_file: str,
            "MPLCONFIGDIR": "/tmp/.matplotlib", "LANG": "C.UTF-8",
            **({"PYTHONPATH": settings["pythonpath"]} if settings.get("pythonpath") else {}),
            # ipykernel: its parent is the namespace's pid 1 (no parent polling, no banner)
-           "JPY_PARENT_PID": "1", **thread_env(lim)}
+           "JPY_PARENT_PID": "1", **thread_env(lim),
+           **({SOCKETS_ENV: json.dumps(sockets)} if sockets else {})}
     for k, v in os.environ.items():
         if k in PASS_ENV:
             env[k] = v
@@ -237,8 +260,9 @@ def describe_status(code: int) -> dict:
 
 
 def _ipc_dir(connection_file: str, settings: dict) -> str | None:
-    """The socket folder the connection file names (``<job>/ipc/k``), if it is one of this
-    slot's, below its runtime folder and not a link; else None."""
+    """The socket folder the connection file names (``<job>/ipc/k``), if it is below this
+    slot's runtime folder, not a link, and this launcher's alone (its owner, writable by
+    nobody else: the kernel must not be able to put anything there); else None."""
     try:
         ip = json.loads(Path(connection_file).read_text())["ip"]
     except (OSError, ValueError, KeyError, TypeError):
@@ -248,9 +272,53 @@ def _ipc_dir(connection_file: str, settings: dict) -> str | None:
     if os.path.realpath(folder) != folder or not folder.startswith(runtime):
         return None
     st = os.lstat(folder) if os.path.lexists(folder) else None
-    if st is None or not stat.S_ISDIR(st.st_mode) or st.st_uid != settings["uid"]:
+    if (st is None or not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid()
+            or st.st_mode & 0o022):
         return None
     return folder
+
+
+def listen(connection_file: str, ipc_dir: str, uid: int) -> dict[str, int]:
+    """The kernel's five sockets, made in ``ipc_dir`` (root's) and listening before the kernel
+    starts: ``{path: fd}``, the descriptors to hand to the kernel.
+
+    ZeroMQ's ``ipc`` transport has the side that binds make the socket file, and the other
+    side connect by its path. Were the kernel to bind, it would need to write the folder the
+    grading process (root) connects in, and could replace a socket with a link to any other
+    socket on the machine. Made here, by root, in a folder the kernel cannot write, the path
+    names this socket until the job ends; the kernel only accepts on the descriptor (ZeroMQ's
+    ``ZMQ_USE_FD``). Each socket is the slot uid's (the kernel connects to its own shell socket
+    as ipykernel does), mode 0600. Raises ``ValueError`` for a connection file that does not
+    name ``ipc`` sockets in ``ipc_dir``."""
+    info = json.loads(Path(connection_file).read_text())
+    if info.get("transport") != "ipc" or os.path.dirname(str(info.get("ip"))) != ipc_dir:
+        raise ValueError(f"the connection file {connection_file} does not name ipc sockets "
+                         f"in {ipc_dir}")
+    ports = [info.get(k) for k in PORTS]
+    if not all(type(p) is int and 0 < p < 2**16 for p in ports) or len(set(ports)) != len(ports):
+        raise ValueError(f"the connection file {connection_file} names ports {ports}: five "
+                         "different numbers are needed")
+    fds: dict[str, int] = {}
+    try:
+        for port in ports:
+            path = f"{info['ip']}-{port}"
+            with contextlib.suppress(FileNotFoundError):   # an earlier kernel's, in root's folder
+                os.unlink(path)
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.bind(path)
+                os.chown(path, uid, uid)
+                os.chmod(path, 0o600)
+                s.listen(64)
+            except OSError:
+                s.close()
+                raise
+            fds[path] = s.detach()
+    except OSError:
+        for fd in fds.values():
+            os.close(fd)
+        raise
+    return fds
 
 
 def main(argv: list[str]) -> int:
@@ -282,6 +350,14 @@ def main(argv: list[str]) -> int:
     shutil.copyfile(argv[2], conn)
     os.chown(conn, uid, gid)
     os.chmod(conn, 0o400)
+    try:
+        sockets = listen(argv[2], ipc_dir, uid)
+    except (OSError, ValueError) as e:
+        print(f"refusing to start a sandboxed kernel: its sockets cannot be made ({e})",
+              file=sys.stderr)
+        conn.unlink(missing_ok=True)
+        _chown_tree(workdir, owner.st_uid, owner.st_gid)
+        return 2
     box = None
     if settings.get("cgroups", True):
         box = bounds.Box.create(f"course-grading-{uid}-{os.getpid()}",
@@ -294,16 +370,20 @@ def main(argv: list[str]) -> int:
             box.add(os.getpid())
 
     r, w = os.pipe()
-    proc = subprocess.Popen(bwrap_command(settings, workdir, str(conn), argv[3:], w, ipc_dir),
-                            pass_fds=(w,), start_new_session=True, preexec_fn=start,
-                            stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(bwrap_command(settings, workdir, str(conn), argv[3:], w, ipc_dir,
+                                          sockets=sockets),
+                            pass_fds=(w, *sockets.values()), start_new_session=True,
+                            preexec_fn=start, stdin=subprocess.DEVNULL)
     os.close(w)
+    for fd in sockets.values():   # the kernel's now; nothing here accepts on them
+        os.close(fd)
 
     def stop() -> None:
         proc.kill()   # bwrap: the sandbox's init dies with it (--die-with-parent)
         if box is not None:
             box.kill()
 
+    # one budget for every place the kernel can write: its folder, /tmp and /dev/shm
     watch = bounds.Watch(workdir, lim.get("kernel_files", 2000),
                    int(lim.get("kernel_disk_mb", 512) * 2**20), stop, box)
     watch.start()
@@ -324,8 +404,11 @@ def main(argv: list[str]) -> int:
     with os.fdopen(r) as status:
         first = status.readline()
         try:
-            pid = _kernel_pid(int(json.loads(first)["child-pid"]), time.monotonic() + 5)
+            init = int(json.loads(first)["child-pid"])
+            pid = _kernel_pid(init, time.monotonic() + 5)
             if pid:
+                # its init has a child: the sandbox is set up, its /tmp and /dev/shm mounted
+                watch.scratch = bounds.open_scratch(init, SCRATCH)
                 kernel.append(os.pidfd_open(pid))
                 for signum in pending:
                     forward(signum, None)
@@ -334,6 +417,9 @@ def main(argv: list[str]) -> int:
         status.read()
     code = proc.wait()
     watch.done.set()
+    watch.join(5)
+    for fd in watch.scratch:
+        os.close(fd)
     end = describe_status(code) | {"time": time.time(), "workdir": workdir,
                                    "cgroup": box is not None}
     end["cause"] = bounds.cause(end, watch, box, oom_before)
@@ -348,6 +434,8 @@ def main(argv: list[str]) -> int:
         os.unlink(link)
     _chown_tree(workdir, owner.st_uid, owner.st_gid)
     conn.unlink(missing_ok=True)
+    for path in sockets:
+        Path(path).unlink(missing_ok=True)
     return end["exit_code"] if end["exit_code"] is not None else code
 
 

@@ -143,8 +143,10 @@ def prepare(limits: Limits, cfg: SandboxConfig, slot: int,
     uid = cfg.uid_base + slot
     ipc_dir = runtime_dir / "ipc"
     ipc_dir.mkdir(exist_ok=True)
-    os.chown(ipc_dir, uid, uid)  # the kernel creates its sockets here
-    os.chmod(ipc_dir, 0o700)
+    # root's: the launcher makes the kernel's sockets here and hands them over as descriptors
+    # (sandbox/kernel.py: listen); the kernel reads its connection file and writes nothing
+    os.chown(ipc_dir, 0, 0)
+    os.chmod(ipc_dir, 0o755)
     conn_dir = runtime_dir / "connections"  # the grading side's copies, root's only
     conn_dir.mkdir(exist_ok=True)
     os.chmod(conn_dir, 0o700)
@@ -177,8 +179,8 @@ def prepare(limits: Limits, cfg: SandboxConfig, slot: int,
 @contextmanager
 def job(runtime_dir: Path, cfg: SandboxConfig, slot: int):
     """A fresh folder below ``runtime_dir`` for one submission's kernels, removed afterwards:
-    yields ``(folder, env, config)``. With isolation, ``folder/ipc`` (the slot's uid: the
-    kernels' sockets) and ``folder/conn`` (root's: the connection files, ``env``'s
+    yields ``(folder, env, config)``. With isolation, ``folder/ipc`` (root's, read-only in
+    the sandbox: the kernels' sockets, made by the launcher) and ``folder/conn`` (root's: the connection files, ``env``'s
     ``JUPYTER_RUNTIME_DIR``), and ``config`` points the kernels' sockets there; the launcher
     writes how each kernel ended to ``folder`` (:func:`kernel_end`). ``folder/tmp`` is the
     job's temporary folder (``env``'s ``COURSE_JOB_TMP``): the checks' rank folders, logs and
@@ -194,10 +196,9 @@ def job(runtime_dir: Path, cfg: SandboxConfig, slot: int):
         os.chmod(folder / "tmp", 0o1777)
         env: dict[str, str] = {JOB_TMP: str(folder / "tmp")}
         if cfg.mode != "none":
-            uid = cfg.uid_base + slot
             os.chmod(folder, 0o711)
-            (folder / "ipc").mkdir(mode=0o700)
-            os.chown(folder / "ipc", uid, uid)
+            (folder / "ipc").mkdir()
+            os.chmod(folder / "ipc", 0o755)   # root's: nothing of the kernel's can be put there
             (folder / "conn").mkdir(mode=0o700)
             ip = str(folder / "ipc" / "k")
             if len(ip) + 8 > _SOCKET_PATH_MAX:
@@ -240,8 +241,9 @@ _SIGNALS = {
                 "limit {memory_gb:g} GB)"),
     "memory-limit": ("the memory limit ({memory_gb:g} GB for the notebook's processes together) "
                      "was reached and the kernel was stopped"),
-    "files-limit": ("the limit on what a notebook may write into its folder ({kernel_files} "
-                    "files and folders, {kernel_disk_mb} MB) was reached and the kernel was stopped"),
+    "files-limit": ("the limit on what a notebook may write ({kernel_files} files and folders "
+                    "in its folder; {kernel_disk_mb} MB in its folder, /tmp and /dev/shm "
+                    "together) was reached and the kernel was stopped"),
     "SIGXFSZ": "the file size limit ({file_size_mb} MB per file) was reached",
     "SIGSEGV": "the kernel crashed (SIGSEGV, a segmentation fault)",
 }
@@ -259,6 +261,10 @@ def describe_limit_hit(what: str, limits: Limits) -> str | None:
         return _SIGNALS[what].format(**values)
     if "MemoryError" in what or "Cannot allocate memory" in what or "std::bad_alloc" in what:
         return "the memory limit ({memory_gb:g} GB) was reached".format(**values)
+    if "No space left on device" in what or f"[Errno {errno.ENOSPC}]" in what:
+        # /tmp or /dev/shm full: each holds at most the disk budget (sandbox/kernel.py)
+        return ("the limit on what a notebook may write ({kernel_disk_mb} MB in its folder, "
+                "/tmp and /dev/shm together) was reached").format(**values)
     if "File too large" in what or f"[Errno {errno.EFBIG}]" in what:
         return "the file size limit ({file_size_mb} MB per file) was reached".format(**values)
     if ("Resource temporarily unavailable" in what or "can't start new thread" in what
