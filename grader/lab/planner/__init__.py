@@ -13,8 +13,13 @@ of them makes a plan fit. :mod:`.layers` for the tensor-parallel chapter (TP and
 :mod:`.context` (ring attention, CP), :mod:`.experts` (a mixture of experts, EP) and
 :mod:`.mesh` (the search over dp, tp, sp, cp and ep) for the context-and-expert chapter.
 
+Every module prices compute through one rate model (:mod:`.rates`): the device's peak in
+the precision a plan computes in (FP32, TF32, BF16/FP16, FP8) times an achievable
+fraction, measured where a device was used and stated otherwise.
+
 Everything a chapter or a check needs is importable from here.
 """
+from .rates import Rates, compute_rate, precision_of
 from .cluster import PRESETS, Cluster, Link, calibrated_cluster, fmt_bytes, with_devices
 from .collectives import (OPS, LinkFit, collective_time, fit_alpha_beta, fit_link,
                           ring_bytes, ring_steps)
@@ -30,7 +35,7 @@ from .context import RingAttention, RingPrediction, predict_ring, ring_pairs
 from .experts import MoE
 from .mesh import MeshPlan, MeshPrediction, mesh_search, predict_mesh, why_not
 
-__all__ = ["Cluster", "Link", "PRESETS", "calibrated_cluster", "with_devices", "fmt_bytes",
+__all__ = ["Rates", "compute_rate", "precision_of", "Cluster", "Link", "PRESETS", "calibrated_cluster", "with_devices", "fmt_bytes",
            "OPS", "LinkFit", "collective_time", "fit_alpha_beta", "fit_link", "ring_bytes",
            "ring_steps", "Strategy", "Prediction", "predict", "compute_flops",
            "memory_terms", "PLACEMENTS", "NEEDS", "GIVES", "CONVERT", "DP_SYNC",

@@ -23,8 +23,8 @@ statistics and masks are left out: the planner prices whole models, coarsely, an
 module has no per-block interface (the chapter's cells show the formula).
 
 Time: the sharded planner's step (:func:`~.sharded.predict_plan`), its compute scaled by
-the recomputed FLOPs and, for 16-bit plans, priced at the cluster's BF16 rate
-(``Cluster.bf16_flops``, the tensor-core peak a user trains with) when it has one.
+the recomputed FLOPs, priced at the rate of the plan's precision (:mod:`.rates`: FP32
+or BF16, the same model every planner module uses).
 """
 from __future__ import annotations
 
@@ -146,9 +146,8 @@ class FittedPrediction:
 
 def predict_fitted(model: Transformer, plan: Plan, cluster: Cluster,
                    knobs: Knobs = Knobs()) -> FittedPrediction:
-    if knobs.precision != "fp32" and getattr(cluster, "bf16_flops", 0):
-        cluster = replace(cluster, flops=cluster.bf16_flops)
-    base: PlanPrediction = predict_plan(model, plan, cluster)
+    # the precision the knobs train in, at the rate model's rate for it (.rates)
+    base: PlanPrediction = predict_plan(model, plan, cluster, precision=knobs.precision)
     added = recompute_flops(model, knobs.recompute) / model.flops_per_token()
     step = base.step_s + base.terms["compute"] * added
     mem = memory_terms(model, plan, knobs)

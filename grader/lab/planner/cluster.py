@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from .rates import A100, Rates, compute_rate
+
 __all__ = ["Link", "Cluster", "PRESETS", "calibrated_cluster", "with_devices", "fmt_bytes"]
 
 
@@ -34,14 +36,19 @@ class Cluster:
 
     name: str
     n: int
-    flops: float              # sustained FLOP/s of one device on these matmuls
+    flops: float              # FP32 FLOP/s of one device (measured: its one rate)
     memory: float             # bytes one device can hold
     intra: Link               # between devices of one node
     inter: Link | None = None  # between nodes
     per_node: int | None = None
     assumptions: str = ""
     overhead: float = 0.0     # seconds the framework adds to every step (0: not modelled)
-    bf16_flops: float = 0.0   # FLOP/s in 16-bit mixed precision (0: as ``flops``)
+    rates: Rates | None = None  # per precision (.rates); None: ``flops`` in every one
+
+    @property
+    def bf16_flops(self) -> float:
+        """The rate 16-bit mixed precision trains at (:func:`.rates.compute_rate`)."""
+        return compute_rate(self, "bf16")
 
     # one link for the whole cluster: what a single-node description reads
     @property
@@ -89,14 +96,16 @@ class Cluster:
 # Latency per ring step: Paddle's cost model (CommContext) defaults, 3.4 us over NVLink,
 # 5.7 us through a PCIe host bridge, 9.6 us between machines. 100 Gb Ethernet: one port
 # per node, shared by its 8 GPUs when all of them cross at once.
-# A user trains in BF16 mixed precision on tensor cores: 312 TFLOP/s dense (datasheet),
-# the rate the fitting chapter's 16-bit plans are priced at (``bf16_flops``).
-_A100 = dict(flops=19.5e12, memory=80 * 2**30, bf16_flops=312e12)
+# The compute rate per precision (FP32, TF32, BF16/FP16) is the rate model's A100
+# (.rates): datasheet peaks at a stated fraction; every planner module reads it through
+# compute_rate with the precision its plan computes in.
+_A100 = dict(flops=A100.rate("fp32"), memory=80 * 2**30, rates=A100)
 _NVLINK = Link("NVLink", 600e9 / 2, 3.4e-6)
 _PCIE = Link("PCIe Gen4 x16", 64e9 / 2, 5.7e-6)
 _ETHERNET = Link("100 Gb Ethernet", 100e9 / 8 / 8, 9.6e-6)
 _SOURCES = ("assumed, not measured: A100 datasheet figures (FP32 peak 19.5 TFLOP/s, "
-            "BF16 tensor-core peak 312 TFLOP/s, 80 GB; {links}); ring latencies are "
+            "TF32 156 and BF16 312 TFLOP/s on tensor cores, priced at "
+            f"{A100.achievable:.0%} of the peak; 80 GB; {{links}}); ring latencies are "
             "Paddle's cost-model defaults; no framework overhead")
 
 PRESETS = {

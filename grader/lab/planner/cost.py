@@ -33,6 +33,7 @@ from ...wire import value_type
 from .cluster import Cluster
 from .collectives import collective_time
 from .layouts import Collective, comm_plan, validate_plan
+from .rates import compute_rate, precision_of
 
 __all__ = ["Strategy", "Prediction", "predict", "compute_flops", "memory_terms"]
 
@@ -144,7 +145,8 @@ def predict(dims: list[int], batch: int, strategy: Strategy, cluster: Cluster,
         raise ValueError(f"{strategy} uses {strategy.dp * strategy.tp} devices, "
                          f"{cluster.name} has {cluster.n}")
     colls = comm_plan(dims, pl, batch, strategy.tp, strategy.dp, itemsize, dp_sync)
-    terms = {"compute": compute_flops(dims, batch, strategy) / cluster.flops}
+    terms = {"compute": compute_flops(dims, batch, strategy)
+             / compute_rate(cluster, precision_of(itemsize))}
     for group in ("tp", "dp"):
         terms[f"{group} communication"] = sum(
             _comm_time(c, strategy, cluster) for c in colls if c.group == group)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from .cluster import Cluster
 from .collectives import collective_time, ring_bytes
+from .rates import compute_rate, precision_of
 from .sharded import Transformer
 
 __all__ = ["LayerPlan", "LayerPrediction", "param_bytes", "activation_bytes",
@@ -158,7 +159,8 @@ def predict_layers(model: Transformer, plan: LayerPlan, cluster: Cluster,
     """Memory, bytes sent and time of one step on one rank; compute and collectives add
     up (nothing overlaps), plus the cluster's per-step overhead."""
     tokens = model.seq * model.batch
-    compute = model.flops_per_token() * tokens / (plan.tp * plan.dp) / cluster.flops
+    rate = compute_rate(cluster, precision_of(model.itemsize))
+    compute = model.flops_per_token() * tokens / (plan.tp * plan.dp) / rate
     calls = collectives(model, plan)
     comm = 0.0
     for _, op, size, p in calls:

@@ -47,6 +47,7 @@ from . import experts as E
 from .cluster import Cluster
 from .collectives import collective_time, ring_bytes
 from .layers import LayerPlan, activation_bytes, collectives, param_bytes
+from .rates import compute_rate, precision_of
 from .sharded import Transformer
 
 __all__ = ["MeshPlan", "MeshPrediction", "why_not", "mesh_plans", "predict_mesh",
@@ -198,7 +199,8 @@ def predict_mesh(model: Transformer, plan: MeshPlan, cluster: Cluster,
     flops = tokens * (rest + core * C.causal_imbalance(cp, plan.layout)) / tp
     if moe is not None:
         flops += n * 6 * slots * E.expert_params(moe, w) / tp
-    terms = {"compute": flops / cluster.flops}
+    # 16-bit values compute at the 16-bit rate (.rates): one rate model for the planner
+    terms = {"compute": flops / compute_rate(cluster, precision_of(model.itemsize))}
     sent = {}
     # tensor (and sequence) parallelism, on the rank's tokens
     if tp > 1:

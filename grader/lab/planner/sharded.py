@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from . import schedules as S
 from .cluster import Cluster
 from .collectives import collective_time, ring_bytes
+from .rates import compute_rate, precision_of
 
 __all__ = ["Transformer", "Plan", "PlanPrediction", "predict_plan", "plan_search",
            "plans_for", "step_collectives", "bubble_fraction", "SCHEDULES"]
@@ -246,8 +247,10 @@ def step_collectives(model: Transformer, plan: Plan
     return out
 
 
-def predict_plan(model: Transformer, plan: Plan, cluster: Cluster) -> PlanPrediction:
-    """Step time, bytes sent and memory of the busiest rank for ``plan``."""
+def predict_plan(model: Transformer, plan: Plan, cluster: Cluster,
+                 precision: str | None = None) -> PlanPrediction:
+    """Step time, bytes sent and memory of the busiest rank for ``plan``; compute at the
+    rate of ``precision`` (default: the one the model's values are stored in)."""
     _check(model, plan)
     if plan.devices != cluster.n:
         raise ValueError(f"{plan} uses {plan.devices} devices, {cluster.name} has "
@@ -255,7 +258,8 @@ def predict_plan(model: Transformer, plan: Plan, cluster: Cluster) -> PlanPredic
     m = plan.micro
     mem = _memory(model, plan)
     tokens = model.batch // plan.dp * model.seq
-    compute = model.flops_per_token() * tokens / (plan.tp * plan.pp) / cluster.flops
+    rate = compute_rate(cluster, precision or precision_of(model.itemsize))
+    compute = model.flops_per_token() * tokens / (plan.tp * plan.pp) / rate
     stretch = (m + plan.pp - 1) / m if plan.schedule in SCHEDULES else \
         1 / (1 - S.bubble(plan.schedule, plan.pp, m))
     terms = {"compute": compute * stretch,                   # the bubble stretches it

@@ -1,4 +1,6 @@
 """The planner calculator shows numbers even where no widget can run."""
+import re
+
 from grader.lab import planner as P
 from grader.lab.auto_parallel.widgets import calculator, degree_table
 
@@ -6,7 +8,7 @@ from grader.lab.auto_parallel.widgets import calculator, degree_table
 def test_degree_table_has_one_row_per_degree_split_and_names_the_best():
     c = P.PRESETS["8 GPUs NVLink"]
     text = degree_table(1024, 2, 256, c)
-    rows = [line.split() for line in text.splitlines()[2:-1]]
+    rows = [line.split() for line in text.splitlines() if re.match(r" *\d+ +\d+  ", line)]
     assert [(int(r[0]), int(r[1])) for r in rows] == [(1, 8), (2, 4), (4, 2), (8, 1)]
     best, _ = P.best_strategy([1024] * 3, 256, c)
     assert text.splitlines()[-1] == f"best: {best.strategy}"
