@@ -59,35 +59,49 @@ def check_time_work(time_work, framework: str = "torch") -> CheckResult:
     if (bad := framework_problem(name, 4, framework)) is not None:
         return bad
     n = NAMES[framework]
-    try:
-        plain, m = _time_once(time_work, framework, warmup_s=0, earlier_s=0, warmup=1, repeats=3)
-        cold, _ = _time_once(time_work, framework, warmup_s=WARMUP_S, earlier_s=0, warmup=1,
-                             repeats=1)
-        busy, _ = _time_once(time_work, framework, warmup_s=0, earlier_s=EARLIER_S, warmup=1,
-                             repeats=1)
-        # the same answer for a much longer operation: an answer reading a wall clock
-        # cannot follow it, however long a call happens to take
-        long, _ = _time_once(time_work, framework, warmup_s=0, earlier_s=0, warmup=1,
-                             repeats=3, seconds=LONG_S)
-    except StudentError as e:
-        return student_failed(name, 4, e, framework)
-    synced = close(plain, k) and close(long, LONG_S)
+    # each run on its own: one that raises costs the parts that read it (issue 37)
+    runs, errors = {}, {}
+    for key, kw in (("plain", dict(warmup_s=0, earlier_s=0, repeats=3)),
+                    ("cold", dict(warmup_s=WARMUP_S, earlier_s=0, repeats=1)),
+                    ("busy", dict(warmup_s=0, earlier_s=EARLIER_S, repeats=1)),
+                    # the same answer for a much longer operation: an answer reading a wall
+                    # clock cannot follow it, however long a call happens to take
+                    ("long", dict(warmup_s=0, earlier_s=0, repeats=3, seconds=LONG_S))):
+        try:
+            runs[key] = _time_once(time_work, framework, warmup=1, **kw)
+        except StudentError as e:
+            errors[key] = student_failed(name, 4, e, framework)
+    if not runs:
+        return errors["plain"]
+    (plain, m), (cold, _), (busy, _), (long, _) = (runs.get(key, (None, None)) for key in
+                                                   ("plain", "cold", "busy", "long"))
+    synced = not {"plain", "long"} & set(errors) and close(plain, k) and close(long, LONG_S)
     if is_number(cold) and close(cold, k + WARMUP_S, 0.1):
         cold_hint = ("the first run was timed cold (a kernel's first launch pays a one-time "
                      "cost): run fn warmup times, untimed, before timing")
     else:
         cold_hint = (f"the warm-up was still running when the clock started: {n['sync']} "
                      "after the warm-up, before the first clock() read")
+    raised = next((errors[key] for key in ("plain", "long") if key in errors), None)
     parts = [
         (2, synced, "the time is not the operation's GPU time", f"{k * 1e3:.0f} ms per run",
-         ms(plain), _timing_hint(plain, m, k, framework, 3)),
+         ms(plain), _timing_hint(plain, m, k, framework, 3)) if raised is None else
+        (2, False, f"the operation's GPU time: {raised.message}", f"{k * 1e3:.0f} ms per run",
+         "an exception", raised.hint),
         (1, synced and close(cold, k), "a cold GPU was timed",
          f"{k * 1e3:.0f} ms (the first launch costs {WARMUP_S * 1e3:.0f} ms more)", ms(cold),
-         cold_hint),
+         cold_hint) if "cold" not in errors else
+        (1, False, f"a cold GPU: {errors['cold'].message}",
+         f"{k * 1e3:.0f} ms (the first launch costs {WARMUP_S * 1e3:.0f} ms more)",
+         "an exception", errors["cold"].hint),
         (1, synced and close(busy, k), "the clock started while earlier work was still queued",
          f"{k * 1e3:.0f} ms (work queued before the call takes {EARLIER_S * 1e3:.0f} ms)",
          ms(busy), f"{n['sync']} before the first clock() read, not only after the work "
-         "(events recorded on the stream leave earlier work out by themselves)"),
+         "(events recorded on the stream leave earlier work out by themselves)")
+        if "busy" not in errors else
+        (1, False, f"with earlier work queued: {errors['busy'].message}",
+         f"{k * 1e3:.0f} ms (work queued before the call takes {EARLIER_S * 1e3:.0f} ms)",
+         "an exception", errors["busy"].hint),
     ]
     return result(name, 4, parts, f"synchronized, warmed up, {k * 1e3:.0f} ms measured as "
                   f"{ms(plain)}")
@@ -132,11 +146,15 @@ def check_experiment(independent_ops_experiment, framework: str = "torch",
     name, k = f"experiment with {n} independent operations", KERNEL_S
     if (bad := framework_problem(name, 4, framework)) is not None:
         return bad
-    try:
-        serial, m_serial = _experiment(independent_ops_experiment, framework, False, n)
-        par, m_par = _experiment(independent_ops_experiment, framework, True, n)
-    except StudentError as e:
-        return student_failed(name, 4, e, framework)
+    runs, errors = {}, {}           # each framework on its own (issue 37)
+    for key, parallel in (("serial", False), ("par", True)):
+        try:
+            runs[key] = _experiment(independent_ops_experiment, framework, parallel, n)
+        except StudentError as e:
+            errors[key] = student_failed(name, 4, e, framework)
+    if not runs:
+        return errors["serial"]
+    (serial, m_serial), (par, m_par) = (runs.get(key, (None, None)) for key in ("serial", "par"))
     sync = NAMES[framework]["sync"]
 
     def times_hint(out, want_all: float, m) -> str:
@@ -161,24 +179,37 @@ def check_experiment(independent_ops_experiment, framework: str = "torch",
         return ("time one product with time_work, and all n from the first launch until "
                 "the last is done")
 
-    parts = [
-        (1, close(serial["one"], k) and close(serial["all"], n * k),
-         "times on a GPU that runs operations one after another",
-         f"one = {k * 1e3:.0f} ms, all = {n * k * 1e3:.0f} ms",
-         f"one = {ms(serial['one'], 2)}, all = {ms(serial['all'], 2)}",
-         times_hint(serial, n * k, m_serial)),
-        (1, close(par["one"], k) and close(par["all"], k, 0.25),
-         "times on a framework that runs independent operations side by side",
-         f"one = {k * 1e3:.0f} ms, all about {k * 1e3:.0f} ms",
-         f"one = {ms(par['one'], 2)}, all = {ms(par['all'], 2)}", times_hint(par, k, m_par)),
-        (1, par["parallel"] is True or par["parallel"] is np.True_,
-         "verdict where they ran side by side", "parallel = True",
-         f"parallel = {par['parallel']!r}" if isinstance(par["parallel"], (bool, np.bool_))
-         else "not a bool", "call it parallel when all n take clearly less than n times one"),
-        (1, serial["parallel"] is False or serial["parallel"] is np.False_,
-         "verdict where they ran one by one", "parallel = False",
-         f"parallel = {serial['parallel']!r}" if isinstance(serial["parallel"], (bool, np.bool_))
-         else "not a bool",
-         "n operations one after another take about n times one: that is not parallel"),
-    ]
+    parts = []
+    if serial is not None:
+        parts.append((1, close(serial["one"], k) and close(serial["all"], n * k),
+                      "times on a GPU that runs operations one after another",
+                      f"one = {k * 1e3:.0f} ms, all = {n * k * 1e3:.0f} ms",
+                      f"one = {ms(serial['one'], 2)}, all = {ms(serial['all'], 2)}",
+                      times_hint(serial, n * k, m_serial)))
+    if par is not None:
+        parts += [
+            (1, close(par["one"], k) and close(par["all"], k, 0.25),
+             "times on a framework that runs independent operations side by side",
+             f"one = {k * 1e3:.0f} ms, all about {k * 1e3:.0f} ms",
+             f"one = {ms(par['one'], 2)}, all = {ms(par['all'], 2)}", times_hint(par, k, m_par)),
+            (1, par["parallel"] is True or par["parallel"] is np.True_,
+             "verdict where they ran side by side", "parallel = True",
+             f"parallel = {par['parallel']!r}" if isinstance(par["parallel"], (bool, np.bool_))
+             else "not a bool", "call it parallel when all n take clearly less than n times one"),
+        ]
+    else:
+        r = errors["par"]
+        parts.append((2, False, "on a framework that runs independent operations side by "
+                      f"side: {r.message}", "times and parallel = True", "an exception", r.hint))
+    if serial is not None:
+        parts.append((1, serial["parallel"] is False or serial["parallel"] is np.False_,
+                      "verdict where they ran one by one", "parallel = False",
+                      f"parallel = {serial['parallel']!r}"
+                      if isinstance(serial["parallel"], (bool, np.bool_)) else "not a bool",
+                      "n operations one after another take about n times one: that is not "
+                      "parallel"))
+    else:
+        r = errors["serial"]
+        parts.insert(0, (2, False, f"on a GPU that runs operations one after another: "
+                         f"{r.message}", "times and parallel = False", "an exception", r.hint))
     return result(name, 4, parts, "right times and verdicts on both kinds of framework")
