@@ -26,7 +26,8 @@ COURSE = REPO / "exercises"
 PROXY = REPO / "node_modules" / ".bin" / "configurable-http-proxy"
 # nbgrader's generated folders and state: never copied into a fresh hub
 _NOT_COURSE = ("release", "submitted", "autograded", "feedback", "gradebook.db", "reports",
-               ".grading.lock", ".nbgrader.log", ".ipynb_checkpoints", "__pycache__")
+               ".grading.lock", ".nbgrader.log", ".ipynb_checkpoints", "__pycache__",
+               ".source_view")      # links into a private overlay: never copied
 
 
 def free_port() -> int:
@@ -76,7 +77,21 @@ def prepare(root: Path, course: Path, instructors: list[str],
     survives restarts. Without assignments in ``course/source``, the demo assignment of
     :mod:`hub.demo_course` is offered instead. ``students`` are enrolled in each new copy's
     gradebook. Returns the instructors' course directories.
+
+    A course that names a private overlay (``[overlay]`` in ``course.toml``, hidden checks
+    and variants for credit) is refused: this hub runs every account as one OS user, so a
+    student's kernel could read the overlay.
     """
+    from grader.grading.overlay import folder
+
+    private = folder(course) if course.is_dir() else None
+    if private is not None:
+        raise RuntimeError(
+            f"{course / 'course.toml'} names a private overlay ({private}), and this hub runs "
+            "every account's server as one OS user, so a student's kernel could read it. "
+            "Serve a course graded for credit from a hub whose students are system users of "
+            "their own (exercises/GRADING.md, \"Grading for credit: a private overlay\"), or "
+            "demo the public course without the [overlay] section.")
     root.mkdir(parents=True, exist_ok=True)
     exchange = root / "exchange"
     exchange.mkdir(exist_ok=True)
@@ -240,7 +255,9 @@ def main(argv: list[str] | None = None) -> None:
     hub = start(Path(a.root), port=a.port, ip=a.ip, course=Path(a.course),
                 instructors=a.instructors.split(","), students=a.students.split(","),
                 password=a.password)
-    assignments = sorted(p.name for p in (hub.course_dir() / "source").iterdir() if p.is_dir())
+    from grader.grading.overlay import assignments as _assignments
+
+    assignments = _assignments(hub.course_dir())
     print(f"""
 Course hub running: {hub.url}/hub/login   (Ctrl-C stops it and every user's server)
   instructors: {', '.join(hub.instructors)}   students: {', '.join(hub.students)}

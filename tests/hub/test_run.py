@@ -117,3 +117,13 @@ def test_stop_waits_for_what_ends_on_its_own_and_kills_only_what_does_not(tmp_pa
     h = _stand_in(tmp_path, child_lives=120)
     killed = h.stop(grace=1)
     assert len(killed) == 1 and "time.sleep(120)" in killed[0], killed
+
+
+def test_a_course_with_a_private_overlay_is_refused_by_the_one_os_user_hub(tmp_path):
+    course = _course(tmp_path)
+    private = tmp_path / "private"
+    (private / "hidden").mkdir(parents=True)
+    (course / "course.toml").write_text(f'[overlay]\nfolder = "{private}"\n')
+    with pytest.raises(RuntimeError, match="a student's kernel could read it"):
+        prepare(tmp_path / "state", course, ["teacher"])
+    assert not (tmp_path / "state").exists()
