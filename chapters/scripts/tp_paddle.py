@@ -336,7 +336,7 @@ def main() -> None:
             print(f"  {r['how']:<8} tp {r['tp']}: logits {r['logits_diff']:.0e}, grads "
                   f"{r['grad_diff']:.0e}, weights {r['weight_diff']:.0e} from one "
                   f"process\n    (training moved them {r['moved']:.0e}); per rank "
-                  f"{r['params'] / 2**10:.0f} KiB parameters (one process: "
+                  f"{r['params'] / 2**10:.0f} KiB parameters\n    (one process: "
                   f"{r['ref_params'] / 2**10:.0f}), {r['activations'] / 2**10:.0f} KiB "
                   "activations")
             if r["how"] == "by hand":

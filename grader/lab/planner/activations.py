@@ -173,8 +173,8 @@ class FitResult:
             return head + f"; no precision or recomputation brings it under " \
                           f"{memory / gib:.0f} GiB"
         c = self.chosen
-        cost = f", adding {c.added_compute:.0%} to the compute" if c.added_compute else ""
-        # two lines: each fits an output box (at most 100 characters)
+        cost = f",\n  adding {c.added_compute:.0%} to the compute" if c.added_compute else ""
+        # lines that fit an output box (at most 100 characters)
         return (head + f", more than its {memory / gib:.0f} GiB;\n  "
                 + " and ".join(c.knobs.turned) + f" made it fit: {c.memory / gib:.1f} GiB"
                 + cost + f", {c.step_s:.3g} s per step predicted")

@@ -69,6 +69,7 @@ def test_a_plan_refused_in_fp32_fits_with_a_knob_and_the_planner_names_it():
     assert not r.plain.fits and r.chosen is not None and r.chosen.fits
     words = r.explain(gpus.memory)
     assert all(k in words for k in r.chosen.knobs.turned) and "made it fit" in words
+    assert max(len(line) for line in words.splitlines()) <= 100   # fits an output box
     # the choice is the fastest setting that fits
     assert r.chosen.step_s == min(p.step_s for p in r.tried if p.fits)
 
