@@ -213,20 +213,18 @@ def test_a_job_finished_twice_counts_once_in_the_progress():
 
 
 def test_a_job_that_failed_too_often_is_recorded_as_failed_not_graded_forever():
-    import hashlib
-
+    from grader.grading.run import inputs
     from grader.grading.run.item import submission_sha256
-    from grader.grading.run.pipeline import _assignment_digest
     from grader.grading.run.worker import MAX_FAULTS
 
     course = make_class(1)
     try:
         cfg = load(course)
         student = next(p.name for p in (course / "submitted").iterdir())
-        sha = hashlib.sha256((submission_sha256(course, student, A1, cfg.submission)
-                              + _assignment_digest(course, A1)).encode()).hexdigest()
+        now = inputs.verdict_inputs(cfg, A1)         # the job as grade_course records it
+        sha = inputs.key(submission_sha256(course, student, A1, cfg.submission), now)
         with Ledger(cfg.db_url) as led:
-            led.sync([(student, A1, sha)])
+            led.sync([(student, A1, sha, inputs.dumps(now))])
             for _ in range(MAX_FAULTS):
                 led.fault(led.claim("h:1:0", 60), "h:1:0", "the machine ran out of memory")
         run = grade_course(course, workers=1, verbose=False)
