@@ -14,17 +14,20 @@ KIND_COLORS = {"params": "#4C72B0", "grads": "#DD8452", "optimizer": "#55A868",
 
 def step_figure(curves: dict[str, list[tuple[float, int]]], title: str = ""):
     """Bytes held for backward over one step, one line per run (rising through the
-    forward pass, falling through the backward pass), on each run's own clock."""
+    forward pass, falling through the backward pass), each run's time as a share of its
+    own step: the runs took from tens of ms to over a second (Paddle's hooks, a busy
+    machine), and on one ms axis the fast runs' curves were squashed against the left
+    edge. The shape, not the duration, is the lesson."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 3))
     for label, curve in curves.items():
         if not curve:
             continue
-        t0 = curve[0][0]
-        ax.step([(t - t0) * 1e3 for t, _ in curve], [b / MIB for _, b in curve],
+        t0, span = curve[0][0], (curve[-1][0] - curve[0][0]) or 1.0
+        ax.step([(t - t0) / span for t, _ in curve], [b / MIB for _, b in curve],
                 where="post", label=label)
-    ax.set_xlabel("ms since the first saved tensor")
+    ax.set_xlabel("share of the run's step (each run on its own clock)")
     ax.set_ylabel("MiB saved for backward")
     ax.legend(fontsize=8, frameon=False)
     if title:
