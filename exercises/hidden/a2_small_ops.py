@@ -75,12 +75,14 @@ def check_time_on_streams(time_on_streams, framework: str = "torch", n_ops: int 
     # n_ops that is not a multiple of 4 as well: the streams then finish at different times
     # (the first ones hold one product more), so waiting for one stream only is seen
     uneven = n_ops - 1 if n_ops % 4 == 0 else n_ops + 1
-    try:
-        four, m4, p4 = _run(time_on_streams, framework, n_ops, 4)
-        odd, mo, po = _run(time_on_streams, framework, uneven, 4)
-        one, m1, p1 = _run(time_on_streams, framework, n_ops, 1)
-    except StudentError as e:
-        return student_failed(name, 4, e, framework)
+    runs, errors = {}, {}           # each run on its own: a raise costs what reads it
+    for key, n, streams in (("four", n_ops, 4), ("odd", uneven, 4), ("one", n_ops, 1)):
+        try:
+            runs[key] = _run(time_on_streams, framework, n, streams)
+        except StudentError as e:
+            errors[key] = student_failed(name, 4, e, framework)
+    if not runs:
+        return errors["four"]
     # the busiest stream holds ceil(n / 4) products, and they run one after another
     exp4, expo, exp1 = -(-n_ops // 4) * SMALL_S, -(-uneven // 4) * SMALL_S, n_ops * SMALL_S
 
@@ -89,24 +91,45 @@ def check_time_on_streams(time_on_streams, framework: str = "torch", n_ops: int 
         return not any(v.kind == "race" for v in m.violations) and (
             close(t, e) or close(t, e + WARMUP_S))
 
-    ok4 = fine(four, exp4, m4) and fine(odd, expo, mo)
-    ok1 = fine(one, exp1, m1)
-    bad_t, bad_m, bad_p, bad_n, bad_e = ((odd, mo, po, uneven, expo) if fine(four, exp4, m4)
-                                         else (four, m4, p4, n_ops, exp4))
-    parts = [
-        (2, ok4, f"{bad_n} small products on 4 streams",
-         f"{bad_e * 1e3:.0f} ms (4 fit on the GPU at once; the busiest stream holds "
-         f"{-(-bad_n // 4)})", _ms(bad_t),
-         _streams_hint(bad_t, bad_m, bad_p, 4, bad_e, framework)),
-        (1, ok1, f"{n_ops} small products on 1 stream", f"{exp1 * 1e3:.0f} ms", _ms(one),
-         _streams_hint(one, m1, p1, 1, exp1, framework)),
-        (1, all(is_number(t) and t >= SMALL_S for t in (four, odd, one))
-         and not any(close(t, e + WARMUP_S) for t, e in ((four, exp4), (odd, expo), (one, exp1))),
-         "a cold GPU was timed",
-         f"no {WARMUP_S * 1e3:.0f} ms first-launch cost in the time", f"{_ms(four)}, {_ms(one)}",
-         "launch one product and synchronize before you start the clock (a kernel's first "
-         "launch pays a one-time cost)"),
-    ]
+    def raised(points, what, expected):
+        r = next(errors[k] for k in ("four", "odd", "one") if k in errors)
+        return (points, False, f"{what}: {r.message}", expected, "an exception", r.hint)
+
+    parts = []
+    if "four" in errors or "odd" in errors:
+        parts.append(raised(2, "small products on 4 streams", f"{exp4 * 1e3:.0f} ms for "
+                            f"{n_ops} products, {expo * 1e3:.0f} ms for {uneven}"))
+    else:
+        (four, m4, p4), (odd, mo, po) = runs["four"], runs["odd"]
+        ok4 = fine(four, exp4, m4) and fine(odd, expo, mo)
+        bad_t, bad_m, bad_p, bad_n, bad_e = ((odd, mo, po, uneven, expo) if fine(four, exp4, m4)
+                                             else (four, m4, p4, n_ops, exp4))
+        parts.append(
+            (2, ok4, f"{bad_n} small products on 4 streams",
+             f"{bad_e * 1e3:.0f} ms (4 fit on the GPU at once; the busiest stream holds "
+             f"{-(-bad_n // 4)})", _ms(bad_t),
+             _streams_hint(bad_t, bad_m, bad_p, 4, bad_e, framework)))
+    if "one" in errors:
+        parts.append(raised(1, f"{n_ops} small products on 1 stream", f"{exp1 * 1e3:.0f} ms"))
+    else:
+        one, m1, p1 = runs["one"]
+        parts.append((1, fine(one, exp1, m1), f"{n_ops} small products on 1 stream",
+                      f"{exp1 * 1e3:.0f} ms", _ms(one),
+                      _streams_hint(one, m1, p1, 1, exp1, framework)))
+    if errors:
+        parts.append(raised(1, "the warm-up (read from every run)",
+                            f"no {WARMUP_S * 1e3:.0f} ms first-launch cost in the time"))
+    else:
+        parts.append(
+            (1, all(is_number(t) and t >= SMALL_S for t in (four, odd, one))
+             and not any(close(t, e + WARMUP_S) for t, e in ((four, exp4), (odd, expo),
+                                                            (one, exp1))),
+             "a cold GPU was timed",
+             f"no {WARMUP_S * 1e3:.0f} ms first-launch cost in the time", f"{_ms(four)}, {_ms(one)}",
+             "launch one product and synchronize before you start the clock (a kernel's first "
+             "launch pays a one-time cost)"))
+    four = runs.get("four", (None,))[0]
+    one = runs.get("one", (None,))[0]
     return result(name, 4, parts, f"{n_ops} small products: {_ms(four)} on 4 streams, "
                   f"{_ms(one)} on 1")
 
