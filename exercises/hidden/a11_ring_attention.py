@@ -10,7 +10,17 @@ Task 1 (6 points): two partials over ordinary keys merge to the attention over b
 output (2) and the lse (1); large logits, where exp(lse) overflows float32 (1); rows with
 no key in one part (1) and in both parts (1): lse -inf, output 0, no NaN.
 Task 2 (6 points): equal blocks without a mask (2), uneven blocks (1), a causal mask
-(whole future blocks masked) (1), rows with no key at all (1), large logits (1).
+(whole future blocks masked) (1), rows with no key at all (1), large logits (1). Task 2
+teaches a process, and the grader watches it before it pays for the output: it calls
+``ring_attention(q, k_blocks, v_blocks, masks, merge=<the grader's merge>)``, and its merge
+(trusted code: it computes the merge itself, in float64) records every call. A case's
+points are paid only when the calls show the ring: one merge per block (or per block after
+the first, when the first block's partial is the start), each folding in one block's
+partial (a mean of that block's values, right or not) into the previous
+merge's result, and the answer returning the last merge's result. An answer that
+concatenates the blocks and takes one softmax calls no merge and is paid nothing; and a
+wrong task-1 merge no longer costs task 2 its points. Not observed: how much memory a call
+takes (a ring that also builds the whole score matrix on the side is not caught).
 """
 from __future__ import annotations
 
@@ -18,13 +28,13 @@ from typing import Callable
 
 import numpy as np
 
-from grader.checks.a11_ring_attention import framework_problem, read_pair, to_tensor
+from grader.checks.a11_ring_attention import framework_problem, read_pair, to_numpy, to_tensor
 from grader.checks.result import CheckResult
 from grader.checks.support import StudentError, call, result
 
 __all__ = ["attention_over_keys", "merge_by_rule", "partial_by_rule", "ring_by_rule",
            "MERGE_MISTAKES", "RING_MISTAKES", "check_merge", "check_ring_attention",
-           "check_all"]
+           "check_all", "recording_merge", "ring_process"]
 
 RTOL, ATOL = 1e-4, 1e-4
 LARGE_ATOL = 2e-3          # float32 scores of ~1000 carry errors of ~1e-4 each
@@ -52,16 +62,10 @@ RING_MISTAKES = {
                  "still counts as exp(0) = 1)",
     "init_zero": "start from no keys at all: lse = -inf (exp(-inf) = 0) and o = 0 (or from "
                  "the first block's partial), not lse = 0",
-    "average": "the two partial outputs are weighted by their share of the softmax mass, "
-               "exp(lse1 - lse) and exp(lse2 - lse), not averaged",
     "nan_masked": "a row whose keys in a block are all masked has no softmax (0 / 0 is NaN): "
                   "give it lse -inf and output 0 in that block",
     "no_max": "exp(scores) overflows float32 past 88: subtract each row's largest score "
               "before exponentiating (as logsumexp and softmax do)",
-    "lse_max": "ring_attention folds the blocks in with your merge, and its lse is not "
-               "log(exp(lse1) + exp(lse2)): fix task 1 first",
-    "lse_sum": "ring_attention folds the blocks in with your merge, and its lse is not "
-               "log(exp(lse1) + exp(lse2)): fix task 1 first",
 }
 NAN_NO_KEY = ("a row with no allowed key (in a block, or at all) must not give NaN: give "
               "it lse -inf and output 0 (paddle.logsumexp and softmax of a row of -inf give "
@@ -300,29 +304,108 @@ def _ring_hint(case: dict, seen, fallback: str) -> str:
     return fallback
 
 
+def recording_merge(framework: str, calls: list):
+    """The merge handed to ``ring_attention``: the course's (float64), returned as float32
+    tensors of ``framework``; each call's arguments and result are appended to ``calls``."""
+    def merge(o1, lse1, o2, lse2):
+        args = [to_numpy(a) for a in (o1, lse1, o2, lse2)]
+        if any(a.ndim != n for a, n in zip(args, (2, 1, 2, 1))):
+            raise ValueError("merge takes o1 (n, dv), lse1 (n,), o2 (n, dv), lse2 (n,)")
+        o, lse = merge_by_rule(*args)
+        calls.append((args, (o, lse)))
+        return to_tensor(framework, o), to_tensor(framework, lse)
+    return merge
+
+
+def _pair_same(a, b) -> bool:
+    return _same(a[0], b[0], LARGE_ATOL) and _same(a[1], b[1], LARGE_ATOL)
+
+
+def _over_block(part, v) -> bool:
+    """Whether ``part`` can be a partial result over the block whose values are ``v``: each
+    row of its output is a softmax-weighted mean of the block's values, so it lies within
+    their range, column by column (a row with no key is 0). Its numbers are the value
+    checks' business (a wrong scale or mask is still such a mean; NaN fails there), but the
+    attention over all the keys passed as one block's part is not such a mean."""
+    o = np.asarray(part[0], np.float64)
+    v = np.asarray(v, np.float64)
+    if o.ndim != 2 or o.shape[1] != v.shape[1]:
+        return False
+    if not np.isfinite(o).all():
+        return True
+    lo, hi = v.min(axis=0) - LARGE_ATOL, v.max(axis=0) + LARGE_ATOL
+    inside = ((o >= lo) & (o <= hi)).all(axis=1) | (np.abs(o) <= LARGE_ATOL).all(axis=1)
+    return bool(inside.all())
+
+
+def ring_process(case: dict, calls: list, got) -> str:
+    """What is wrong with the merges an answer made on ``case`` ('' when they show the ring:
+    see the module docstring). Each merge's part is checked to be a mean of its block's
+    values (:func:`_over_block`), not to be right: that is the value checks'."""
+    _, ks, vs, _ = _draw(**case)
+    blocks = len(ks)
+    if len(calls) not in (blocks, blocks - 1):
+        return (f"ring_attention called merge {len(calls)} times for {blocks} key blocks: fold "
+                "each block's partial result (its o and lse) into what you have with the merge "
+                "it is given, one block at a time (concatenating the blocks, or merging "
+                "inline, is not the ring)")
+    first = blocks - len(calls)          # 1: the first block's partial is the start
+    previous = None
+    for j, ((o1, l1, o2, l2), out) in enumerate(calls):
+        block = first + j
+        sides = [((o2, l2), (o1, l1)), ((o1, l1), (o2, l2))]     # (part, running) either way
+        ok = False
+        for part, running in sides:
+            if not _over_block(part, vs[block]):
+                continue
+            if previous is not None and not _pair_same(running, previous):
+                continue
+            if previous is None and first and not _over_block(running, vs[0]):
+                continue
+            if previous is None and not first and np.abs(np.nan_to_num(running[0])).max() > ATOL:
+                continue                # "no keys yet": o = 0 (its lse the value checks')
+            ok = True
+            break
+        if not ok:
+            return (f"merge call {j + 1} did not fold block {block + 1}'s partial result into the "
+                    "previous merge's result: call merge once per block, in the order of the "
+                    "blocks, with what the last merge returned and that block's o and lse")
+        previous = out
+    if previous is not None and not _pair_same(got, previous):
+        return ("ring_attention did not return what its last merge returned: the result is "
+                "the blocks' partials folded in, nothing computed beside them")
+    return ""
+
+
 def check_ring_attention(fn: Callable, framework: str = "torch") -> CheckResult:
     """6 points: equal blocks (2), uneven blocks (1), a causal mask (1), rows with no key
-    (1), large logits (1)."""
-    name = "a11: ring_attention equals full attention"
+    (1), large logits (1); each paid only where the merges show the ring (module docstring)."""
+    name = "a11: ring_attention folds the blocks in with merge, equal to full attention"
     if (bad := framework_problem(name, 6, framework)) is not None:
         return bad
-    seen = {}
+    seen, process = {}, {}
     try:
         for label, cases in RING_CASES.items():
             for i, case in enumerate(cases):
                 q, ks, vs, masks = _draw(**case)
+                calls: list = []
                 out = call(fn, to_tensor(framework, q), [to_tensor(framework, k) for k in ks],
                            [to_tensor(framework, v) for v in vs],
-                           None if masks is None else [to_tensor(framework, m) for m in masks])
+                           None if masks is None else [to_tensor(framework, m) for m in masks],
+                           merge=recording_merge(framework, calls))
                 seen[(label, i)] = read_pair(out, q.shape[0], vs[0].shape[1])
+                process[(label, i)] = ring_process(case, calls, seen[(label, i)])
     except StudentError as e:
+        if "keyword argument 'merge'" in str(e):
+            return CheckResult(name, 0, 6, str(e), hint="the task's signature is ring_attention("
+                               "q, k_blocks, v_blocks, masks=None, merge=merge): fold the blocks "
+                               "in with the merge it is given (the grader passes its own)")
         return CheckResult(name, 0, 6, str(e), hint="run the public check above")
     except (TypeError, ValueError) as e:
         return CheckResult(name, 0, 6, "not a pair (o, lse) of the right shapes",
                            seen=str(e), hint="return o, lse: o of shape (n, dv), lse (n,)")
     spec = [("even", 2, "equal blocks without a mask", "scores q k^T / sqrt(d), each "
-             "block's softmax-weighted values and lse, merged block after block (if task "
-             "1's check failed, fix merge first: ring_attention uses it)"),
+             "block's softmax-weighted values and lse, merged block after block"),
             ("uneven", 1, "blocks of different sizes", "each block has its own number of "
              "keys: take the sizes from the blocks"),
             ("causal", 1, "a causal mask", RING_MISTAKES["ignore_mask"]),
@@ -332,24 +415,26 @@ def check_ring_attention(fn: Callable, framework: str = "torch") -> CheckResult:
     parts = []
     for label, points, what, fallback in spec:
         atol = LARGE_ATOL if label == "large" else ATOL
-        wrong = None
+        found = None
         for i, case in enumerate(RING_CASES[label]):
-            want = _full(*_draw(**case))
-            got = seen[(label, i)]
-            if not (_same(got[0], want[0], atol) and _same(got[1], want[1], atol)):
-                wrong = (case, want, got)
+            shape = f"{case['n']} queries, key blocks of {list(case['sizes'])}"
+            if process[(label, i)]:       # the output is paid only for the ring's process
+                found = (points, False, f"{what}: the blocks were not folded in with merge "
+                         f"one at a time ({shape})", "one merge per block, each folding that "
+                         "block's partial into the previous merge's result",
+                         "other merge calls", process[(label, i)])
                 break
-        if wrong is None:
-            parts.append((points, True, "", "", "", ""))
-            continue
-        case, want, got = wrong
-        shape = f"{case['n']} queries, key blocks of {list(case['sizes'])}"
-        parts.append((points, False, f"{what}: not full attention ({shape})",
-                      f"o {_fmt(want[0])}, lse {_fmt(want[1])}",
-                      f"o {_fmt(got[0])}, lse {_fmt(got[1])}",
-                      _ring_hint(case, got, fallback)))
-    return result(name, 6, parts, "equal to full attention on equal and uneven blocks, "
-                                  "causal and fully masked rows, large logits")
+            want, got = _full(*_draw(**case)), seen[(label, i)]
+            if not (_same(got[0], want[0], atol) and _same(got[1], want[1], atol)):
+                found = (points, False, f"{what}: not full attention ({shape})",
+                         f"o {_fmt(want[0])}, lse {_fmt(want[1])}",
+                         f"o {_fmt(got[0])}, lse {_fmt(got[1])}",
+                         _ring_hint(case, got, fallback))
+                break
+        parts.append(found or (points, True, "", "", "", ""))
+    return result(name, 6, parts, "blocks folded in with merge one at a time, equal to full "
+                                  "attention on equal and uneven blocks, causal and fully "
+                                  "masked rows, large logits")
 
 
 def check_all(merge_fn: Callable, ring_fn: Callable, framework: str = "torch"):

@@ -27,7 +27,7 @@ def merge(o1, lse1, o2, lse2):
 
 # -- correct ring attentions ---------------------------------------------------------------
 RING_SOFTMAX = '''
-def ring_attention(q, k_blocks, v_blocks, masks=None):
+def ring_attention(q, k_blocks, v_blocks, masks=None, merge=merge):
     o = lse = None
     for i, (k, v) in enumerate(zip(k_blocks, v_blocks)):
         s = torch.matmul(q, k.transpose(0, 1)) * q.shape[-1] ** -0.5
@@ -39,9 +39,11 @@ def ring_attention(q, k_blocks, v_blocks, masks=None):
     return o, lse
 '''
 
-# flash-attention style: running max, running sum and an unnormalised output; no merge
+# flash-attention style: running max, running sum and an unnormalised output, one block at
+# a time but merged by hand, not with merge: the task folds each block in with the merge it
+# is given (the grader's records each call), so this is graded as not following the method
 RING_FLASH = '''
-def ring_attention(q, k_blocks, v_blocks, masks=None):
+def ring_attention(q, k_blocks, v_blocks, masks=None, merge=merge):
     import math
     n = q.shape[0]
     run_max = torch.full((n, 1), -math.inf)
@@ -65,7 +67,7 @@ def ring_attention(q, k_blocks, v_blocks, masks=None):
 '''
 
 RING_PADDLE = '''
-def ring_attention(q, k_blocks, v_blocks, masks=None):
+def ring_attention(q, k_blocks, v_blocks, masks=None, merge=merge):
     n, d = q.shape
     o = paddle.zeros([n, v_blocks[0].shape[1]])
     lse = paddle.full([n], float("-inf"))
@@ -84,7 +86,6 @@ def ring_attention(q, k_blocks, v_blocks, masks=None):
 
 CORRECT = {
     "torch_logaddexp_softmax": {"merge": MERGE_LOGADDEXP, "ring_attention": RING_SOFTMAX},
-    "torch_flash_style": {"merge": MERGE_LOGADDEXP, "ring_attention": RING_FLASH},
     "paddle_by_hand": {"merge": MERGE_PADDLE, "ring_attention": RING_PADDLE},
 }
 
@@ -123,7 +124,7 @@ def merge(o1, lse1, o2, lse2):
 '''
 
 RING_NO_SCALE = '''
-def ring_attention(q, k_blocks, v_blocks, masks=None):
+def ring_attention(q, k_blocks, v_blocks, masks=None, merge=merge):
     o = lse = None
     for i, (k, v) in enumerate(zip(k_blocks, v_blocks)):
         s = q @ k.T
@@ -135,7 +136,7 @@ def ring_attention(q, k_blocks, v_blocks, masks=None):
 '''
 
 RING_IGNORE_MASK = '''
-def ring_attention(q, k_blocks, v_blocks, masks=None):
+def ring_attention(q, k_blocks, v_blocks, masks=None, merge=merge):
     o = lse = None
     for k, v in zip(k_blocks, v_blocks):
         s = q @ k.T / q.shape[1] ** 0.5
@@ -145,7 +146,7 @@ def ring_attention(q, k_blocks, v_blocks, masks=None):
 '''
 
 RING_MASK_ZERO = '''
-def ring_attention(q, k_blocks, v_blocks, masks=None):
+def ring_attention(q, k_blocks, v_blocks, masks=None, merge=merge):
     o = lse = None
     for i, (k, v) in enumerate(zip(k_blocks, v_blocks)):
         s = q @ k.T / q.shape[1] ** 0.5
@@ -157,7 +158,7 @@ def ring_attention(q, k_blocks, v_blocks, masks=None):
 '''
 
 RING_INIT_ZERO = '''
-def ring_attention(q, k_blocks, v_blocks, masks=None):
+def ring_attention(q, k_blocks, v_blocks, masks=None, merge=merge):
     n, d = q.shape
     o, lse = torch.zeros(n, v_blocks[0].shape[1]), torch.zeros(n)
     for i, (k, v) in enumerate(zip(k_blocks, v_blocks)):
@@ -170,7 +171,7 @@ def ring_attention(q, k_blocks, v_blocks, masks=None):
 '''
 
 RING_NO_MAX = '''
-def ring_attention(q, k_blocks, v_blocks, masks=None):
+def ring_attention(q, k_blocks, v_blocks, masks=None, merge=merge):
     o = lse = None
     for i, (k, v) in enumerate(zip(k_blocks, v_blocks)):
         e = torch.exp(q @ k.T / q.shape[1] ** 0.5)
@@ -184,7 +185,7 @@ def ring_attention(q, k_blocks, v_blocks, masks=None):
 '''
 
 RING_SOFTMAX_NAN = '''
-def ring_attention(q, k_blocks, v_blocks, masks=None):
+def ring_attention(q, k_blocks, v_blocks, masks=None, merge=merge):
     o = lse = None
     for i, (k, v) in enumerate(zip(k_blocks, v_blocks)):
         s = q @ k.T / q.shape[1] ** 0.5
@@ -197,7 +198,7 @@ def ring_attention(q, k_blocks, v_blocks, masks=None):
 
 # Paddle's logsumexp gives NaN (not -inf) for a row that is all -inf
 RING_PADDLE_LOGSUMEXP = '''
-def ring_attention(q, k_blocks, v_blocks, masks=None):
+def ring_attention(q, k_blocks, v_blocks, masks=None, merge=merge):
     n, d = q.shape
     o = paddle.zeros([n, v_blocks[0].shape[1]])
     lse = paddle.full([n], float("-inf"))
@@ -211,13 +212,28 @@ def ring_attention(q, k_blocks, v_blocks, masks=None):
     return o, lse
 '''
 
+# issue 37.2: every block concatenated, one ordinary softmax: no ring, no merge (it had the
+# ring check's 6 points)
+RING_CONCAT = '''
+def ring_attention(q, k_blocks, v_blocks, masks=None, merge=merge):
+    k, v = torch.cat(list(k_blocks)), torch.cat(list(v_blocks))
+    s = q @ k.T / q.shape[1] ** 0.5
+    if masks is not None:
+        s = s.masked_fill(~torch.cat(list(masks), dim=1), float("-inf"))
+    lse = torch.logsumexp(s, dim=1)
+    p = torch.softmax(s, dim=1).nan_to_num(0.0)
+    return p @ v, lse
+'''
+
 # (answers, merge points, ring points, words in the first hint)
 WRONG = {
-    # a wrong merge costs ring_attention the cases it shows in too (it folds with merge)
-    "merge_average": ({"merge": MERGE_AVERAGE}, 1, 0, "not averaged"),
-    "merge_no_max": ({"merge": MERGE_NO_MAX}, 4, 4, "subtract the larger lse"),
-    "merge_nan_masked": ({"merge": MERGE_NAN_MASKED}, 5, 5, "-inf - (-inf) is NaN"),
-    "merge_lse_max": ({"merge": MERGE_LSE_MAX}, 3, 1, "not the larger of the two"),
+    # a wrong merge costs task 1 only: ring_attention is graded with the grader's merge
+    "merge_average": ({"merge": MERGE_AVERAGE}, 1, 6, "not averaged"),
+    "merge_no_max": ({"merge": MERGE_NO_MAX}, 4, 6, "subtract the larger lse"),
+    "merge_nan_masked": ({"merge": MERGE_NAN_MASKED}, 5, 6, "-inf - (-inf) is NaN"),
+    "merge_lse_max": ({"merge": MERGE_LSE_MAX}, 3, 6, "not the larger of the two"),
+    "ring_concatenated": ({"ring_attention": RING_CONCAT}, 6, 0, "called merge 0 times"),
+    "ring_flash_without_merge": ({"ring_attention": RING_FLASH}, 6, 0, "called merge 0 times"),
     "ring_no_scale": ({"ring_attention": RING_NO_SCALE}, 6, 0, "1/sqrt(d)"),
     "ring_ignore_mask": ({"ring_attention": RING_IGNORE_MASK}, 6, 4, "set their scores to -inf"),
     "ring_mask_zero": ({"ring_attention": RING_MASK_ZERO}, 6, 4, "not 0"),
