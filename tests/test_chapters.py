@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = ROOT / "chapters"
 EXPERIMENT_PAGES = ["toolkit", "async", "multidevice", "communication", "data_parallel",
                     "auto_parallel", "sharding", "fitting", "pipeline_schedules",
-                    "tensor_parallel", "context_expert"]
+                    "tensor_parallel", "context_expert", "capstone"]
 
 # The calls each page is about, per framework: a reader of that tab must see them in a
 # cell (or a script the page shows in full). Pages are added as they are rewritten in
@@ -147,13 +147,22 @@ API: dict[str, dict[str, list[str]]] = {
                    "RingFlashAttention", "ProcessMesh", "dist.alltoall", "PyLayer",
                    "paddle.topk", "paddle.distributed.launch"],
     },
+    "capstone": {
+        "torch": ["init_device_mesh", "parallelize_module", "ColwiseParallel",
+                  "RowwiseParallel", "PipelineStage", "Schedule1F1B", "fully_shard",
+                  "CommDebugMode", "torchrun"],
+        "paddle": ["ProcessMesh", "dist.parallelize", "ColWiseParallel",
+                   "RowWiseParallel", "shard_tensor", "sharding_level",
+                   "paddle.distributed.launch"],
+    },
 }
 
 # Pages whose code cells are held to the 88-column limit (every page, once rewritten).
 COLUMN_LIMIT = 88
 COLUMN_PAGES: list[str] = ["toolkit", "async", "multidevice", "communication",
                            "data_parallel", "auto_parallel", "sharding", "fitting",
-                           "pipeline_schedules", "tensor_parallel", "context_expert"]
+                           "pipeline_schedules", "tensor_parallel", "context_expert",
+                           "capstone"]
 
 
 def _pages() -> list[Path]:

@@ -1,0 +1,17 @@
+"""Helpers of the capstone page, chapters/capstone.md ("One transformer, every axis"):
+reading back what chapters/scripts/capstone_torch.py and capstone_paddle.py wrote, the
+loss-parity check every layout must pass (and its control must fail), the loss figure,
+the recorded 16-rank run (dated, and marked stale when its script changed), and the
+planner's predictions for the same :class:`~grader.lab.planner.composed.Layout`.
+
+The page imports: load, parity, parity_words, loss_figure, read_record, record_words,
+layout_table.
+"""
+from .parity import (TOLERANCE, ParityRow, load, loss_figure, parity, parity_words,
+                     worst_relative)
+from .records import read_record, record_words, script_digest, write_record
+from .tables import layout_rows, layout_table
+
+__all__ = ["TOLERANCE", "ParityRow", "load", "parity", "parity_words", "worst_relative",
+           "loss_figure", "read_record", "record_words", "script_digest", "write_record",
+           "layout_rows", "layout_table"]
