@@ -76,9 +76,26 @@ def test_the_source_reader_splits_prose_by_tab_and_leaves_code_out():
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.stem)
 def test_each_tab_of_a_chapter_names_the_other_framework_only_beside_its_own(page):
     text = book_html.read_source(page.read_text(encoding="utf-8"))
-    assert book_html.foreign_sentences(text) == []
+    found = book_html.foreign_sentences(text)
+    assert not found, (f"{page.name}: a sentence of one framework's tab names only the "
+                       "other framework's things; name this tab's side too (a comparison) "
+                       "or move it to the other tab: " + " | ".join(
+                           f"[{fw}] {s}" for fw, s in found))
     assert book_html.misplaced_claims(page.stem, text) == []
 
 
 def test_every_page_named_in_only_in_exists():
     assert {p.stem for p in PAGES} >= set(book_html.ONLY_IN)
+
+
+def test_every_reference_has_a_url_or_says_why_not():
+    """The references page links each source; the one without a public address says so
+    (a new entry without a URL fails here)."""
+    import re
+    text = (ROOT / "references.bib").read_text(encoding="utf-8")
+    entries = {m.group(1): m.group(2) for m in
+               re.finditer(r"@\w+\{([^,\s]+),(.*?)\n\}", text, re.S)}
+    assert len(entries) == text.count("\n@") + text.startswith("@")
+    no_url = {k for k, body in entries.items() if not re.search(r"\burl\s*=", body)}
+    assert no_url == {"dataparallel-illustrated"}
+    assert "no public URL" in entries["dataparallel-illustrated"]

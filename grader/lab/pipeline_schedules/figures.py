@@ -35,7 +35,8 @@ def schedule_table(rows_by_framework: dict[str, list[ScheduleRow]]) -> str:
 
 def timelines_figure(run: dict, micro: int, title: str = ""):
     """The last timed step of each schedule with ``micro`` micro-batches, one panel per
-    schedule, on the run's own clock."""
+    schedule, each from its step's start, all panels on one time range (the longest
+    step's): a shorter step is a shorter row, as it is in time."""
     import matplotlib.pyplot as plt
 
     picked = [e for e in run["runs"] if e[0]["micro"] == micro]
@@ -53,6 +54,10 @@ def timelines_figure(run: dict, micro: int, title: str = ""):
                      f"{row.unequal:.0%})", fontsize=9, loc="left")
         if ax is not axes[-1, 0]:
             ax.set_xlabel("")
+    lo = min(ax.get_xlim()[0] for ax in axes[:, 0])
+    hi = max(ax.get_xlim()[1] for ax in axes[:, 0])
+    for ax in axes[:, 0]:
+        ax.set_xlim(lo, hi)
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
