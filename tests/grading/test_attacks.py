@@ -421,6 +421,15 @@ def test_a_kernel_sees_only_its_own_socket_folder(hostile_run):
     assert "note.txt" not in seen and "big.bin" not in seen, seen
 
 
+def test_a_kernel_cannot_replace_its_sockets_with_links(hostile_run):
+    """Issue 32: the socket folder is root's and read-only in the sandbox (the launcher makes
+    the sockets and hands them over as descriptors)."""
+    _, _, course, _ = hostile_run
+    nb = nbformat.read(course / "autograded" / "ipc_link" / A1 / f"{A1}.ipynb", as_version=4)
+    seen = "".join(o.get("text", "") for o in nb.cells[2].outputs)
+    assert "SOCKETS" in seen and seen.count("k-") == 5 and "REPLACED" not in seen, seen
+
+
 def test_grading_leaves_no_runtime_folder_behind(hostile_run):
     _, _, _, scratch = hostile_run
     assert sorted(p.name for p in scratch.iterdir()) == []

@@ -14,7 +14,8 @@ controller mounted, no permission, a v2 parent that cannot delegate), :meth:`Box
 returns ``None`` and the rlimits alone apply.
 
 - **A watch on what the kernel can write** (:class:`Watch`): files and folders it makes in its
-  folder and the bytes it writes there, plus the bytes held in its memory-backed ``/tmp`` and
+  folder and the bytes it writes there (files it deleted but holds open included,
+  :func:`held_deleted`), plus the bytes held in its memory-backed ``/tmp`` and
   ``/dev/shm`` (:func:`scratch_used`: one budget for every place it can write), counted twice
   a second; over ``kernel_files`` or ``kernel_disk_mb`` the kernel is ended (200,000 small
   files kept a worker in nbgrader's file listing 13 minutes).
@@ -39,7 +40,7 @@ import time
 from pathlib import Path
 
 __all__ = ["Box", "Watch", "cause", "machine_oom_kills", "sweep", "usage", "open_scratch",
-           "scratch_used", "FILES_LIMIT"]
+           "scratch_used", "held_deleted", "FILES_LIMIT"]
 
 __all__ += ["CpuSample", "starved", "memory_groups", "JOB_ENV", "MACHINE_OOM", "STARVED"]
 _CONTROLLERS = ("memory", "pids", "cpu", "cpuacct")   # cpu, cpuacct: where mounted
@@ -408,6 +409,8 @@ class Watch(threading.Thread):
         n, used = usage(workdir, 10**9)
         self.files, self.disk = n + files, used + disk
         self.scratch: list[int] = []
+        self.dev = os.stat(workdir).st_dev
+        self.uid: int | None = None   # the sandbox's uid: its processes, where there is no box
         self.over: str | None = None
         self.done = threading.Event()
         self.full = 0
@@ -415,7 +418,8 @@ class Watch(threading.Thread):
     def run(self) -> None:
         while not self.done.wait(0.5):
             n, used = usage(self.workdir, self.files)
-            if n > self.files or used + scratch_used(self.scratch) > self.disk:
+            used += scratch_used(self.scratch) + held_deleted(self.pids(), self.dev)
+            if n > self.files or used > self.disk:
                 self.over = "files"
                 self.stop()
                 return
@@ -423,6 +427,21 @@ class Watch(threading.Thread):
                 self.over = "memory"
                 self.stop()
                 return
+
+    def pids(self) -> set[int]:
+        """The sandbox's processes: its group's, or where there is none, its uid's."""
+        if self.box is not None:
+            return self.box.pids()
+        if self.uid is None:
+            return set()
+        found = set()
+        for d in os.listdir("/proc"):
+            try:
+                if d.isdigit() and os.stat(f"/proc/{d}").st_uid == self.uid:
+                    found.add(int(d))
+            except OSError:
+                pass
+        return found
 
     def out_of_memory(self) -> bool:
         """Whether the group has held :data:`FULL` of its limit for :data:`FULL_CHECKS`
@@ -483,6 +502,30 @@ def scratch_used(fds: list[int]) -> int:
         except OSError:
             continue
         used += (st.f_blocks - st.f_bfree) * st.f_frsize
+    return used
+
+
+def held_deleted(pids, dev: int) -> int:
+    """Bytes of regular files on device ``dev`` (the kernel's folder's) that processes
+    ``pids`` hold open after deleting them: a walk over the folder does not see them, and
+    they fill the disk all the same. Each descriptor is looked at with ``stat`` through
+    ``/proc/<pid>/fd`` (the file itself; nothing is opened)."""
+    seen: set[int] = set()
+    used = 0
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                st = os.stat(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if (st.st_nlink == 0 and st.st_dev == dev and stat.S_ISREG(st.st_mode)
+                    and st.st_ino not in seen):
+                seen.add(st.st_ino)
+                used += st.st_blocks * 512
     return used
 
 

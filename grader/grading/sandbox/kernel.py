@@ -101,7 +101,8 @@ def thread_env(limits: dict) -> dict[str, str]:
 def bwrap_command(settings: dict, workdir: str, connection_file: str,
                   kernel_args: list[str] = (), status_fd: int | None = None,
                   ipc_dir: str | None = None, command: list[str] | None = None,
-                  sockets: dict[str, int] | None = None) -> list[str]:
+                  sockets: dict[str, int] | None = None,
+                  scratch_bytes: int | None = None) -> list[str]:
     """The whole command line (bwrap, setpriv, prlimit, confine, kernel) for one kernel in
     ``workdir``.
 
@@ -112,13 +113,14 @@ def bwrap_command(settings: dict, workdir: str, connection_file: str,
     what to run in place of the kernel (a student rank, :mod:`grader.grading.sandbox.rank`);
     ``sockets``: the kernel's listening sockets, ``{path: fd}`` (:func:`listen`), passed on
     by descriptor. The socket folder is bound read-only (unless it is ``workdir``, as for a
-    rank). ``/tmp`` and ``/dev/shm`` are memory-backed and at most ``kernel_disk_mb`` each:
-    the launcher's watch counts them with the folder against that one budget. Last before it, :mod:`grader.grading.sandbox.confine` moves into a user namespace of its
+    rank). ``/tmp`` and ``/dev/shm`` are memory-backed, at most ``scratch_bytes`` each
+    (default ``memory_gb``; a kernel's launcher gives ``kernel_disk_mb``, the budget its watch
+    counts them in with the folder). Last before it, :mod:`grader.grading.sandbox.confine` moves into a user namespace of its
     own, joins a fresh session keyring and installs the seccomp filter."""
     lim = settings["limits"]
     uid, gid = settings["uid"], settings["gid"]
     mem = int(lim["memory_gb"] * 2**30)
-    scratch = min(mem, int(lim.get("kernel_disk_mb", 512) * 2**20))
+    scratch = mem if scratch_bytes is None else min(mem, scratch_bytes)
     cmd = ["bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
            "--unshare-cgroup-try", "--die-with-parent", "--new-session",
            "--hostname", "grading-sandbox"]
@@ -133,7 +135,7 @@ def bwrap_command(settings: dict, workdir: str, connection_file: str,
             cmd += ["--ro-bind", p, p]
     cmd += ["--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev",
             # private scratch space, in memory (the control group counts it; RLIMIT_AS does
-            # not), each at most the disk budget, which also counts it (the launcher's watch)
+            # not); a kernel's, at most its disk budget each, is counted in that budget too
             "--perms", "1777", "--size", str(scratch), "--tmpfs", "/dev/shm",
             "--perms", "1777", "--size", str(scratch), "--tmpfs", "/tmp"]
     for dev in settings.get("devices", []):
@@ -370,8 +372,9 @@ def main(argv: list[str]) -> int:
             box.add(os.getpid())
 
     r, w = os.pipe()
+    disk = int(lim.get("kernel_disk_mb", 512) * 2**20)
     proc = subprocess.Popen(bwrap_command(settings, workdir, str(conn), argv[3:], w, ipc_dir,
-                                          sockets=sockets),
+                                          sockets=sockets, scratch_bytes=disk),
                             pass_fds=(w, *sockets.values()), start_new_session=True,
                             preexec_fn=start, stdin=subprocess.DEVNULL)
     os.close(w)
@@ -384,8 +387,8 @@ def main(argv: list[str]) -> int:
             box.kill()
 
     # one budget for every place the kernel can write: its folder, /tmp and /dev/shm
-    watch = bounds.Watch(workdir, lim.get("kernel_files", 2000),
-                   int(lim.get("kernel_disk_mb", 512) * 2**20), stop, box)
+    watch = bounds.Watch(workdir, lim.get("kernel_files", 2000), disk, stop, box)
+    watch.uid = uid
     watch.start()
     kernel: list[int] = []  # a pidfd: no signal can reach a recycled pid
     pending: list[int] = []  # signals that came before the kernel's pid was known

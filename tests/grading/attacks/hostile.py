@@ -224,13 +224,31 @@ def replaces_its_notebook_with_a_fifo(course: Path, student: str) -> None:
 
 
 def fills_memory_beyond_the_sandbox(course: Path, student: str) -> None:
-    """1.3 GB in each memory-backed folder, /dev/shm and /tmp: each under the sandbox's
-    2.5 GB, together over it (only a control group sees the sum, and stops the kernel)."""
+    """1.3 GB written in each of two processes: each under the sandbox's 2.5 GB, together
+    over it (only a control group sees the sum, and stops the kernel). (Memory-backed
+    folders no longer can: /tmp and /dev/shm hold at most the disk budget, ``k_tmp_disk``.)"""
     _with_cell(course, student, """
-for folder in ('/dev/shm', '/tmp'):
-    for i in range(26):
-        with open(f'{folder}/fill{i}', 'wb') as f:
-            f.write(b'1' * (50 * 2**20))
+import os, time
+if os.fork() == 0:
+    held = b'2' * (1300 * 2**20)
+    time.sleep(60)
+    os._exit(0)
+held = b'1' * (1300 * 2**20)
+time.sleep(20)
+print('survived')""")
+
+
+def fills_tmp_past_the_disk_budget(course: Path, student: str) -> None:
+    """12 MB in its folder and 12 MB in /tmp, deleted while held open (no walk over a
+    folder sees it): each under the 20 MB disk budget, together over it."""
+    _with_cell(course, student, """
+import os, time
+open('half.bin', 'wb').write(b'0' * 12 * 2**20)
+f = open('/tmp/fill', 'wb')
+os.unlink('/tmp/fill')
+f.write(b'0' * 12 * 2**20)
+f.flush()
+time.sleep(20)
 print('survived')""")
 
 
@@ -243,6 +261,25 @@ import os, ipykernel
 d = os.path.dirname(ipykernel.get_connection_file())
 open(os.path.join(d, 'note.txt'), 'w').write({IPC_NOTE!r})
 open(os.path.join(d, 'big.bin'), 'wb').write(b'0' * 2**20)""")
+
+
+def replaces_its_sockets_with_links(course: Path, student: str) -> None:
+    """Each of its sockets replaced with a link to the gradebook's PostgreSQL socket: the
+    grading process (root) connecting again would have reached it, as root."""
+    _with_cell(course, student, """
+import json, os, ipykernel
+d = os.path.dirname(ipykernel.get_connection_file())
+res = {}
+for name in sorted(os.listdir(d)):
+    if name.startswith('k-'):
+        p = os.path.join(d, name)
+        try:
+            os.unlink(p)
+            os.symlink('/run/postgresql/.s.PGSQL.5432', p)
+            res[name] = 'REPLACED'
+        except OSError as e:
+            res[name] = type(e).__name__
+print('SOCKETS', json.dumps(res))""")
 
 
 def lists_its_socket_folder(course: Path, student: str) -> None:
@@ -279,6 +316,8 @@ ATTACKS: dict[str, tuple[Attack, str, float | None, str]] = {
     "k_disk": (writes_many_megabytes, "graded", 8, "limit on what a notebook may write"),
     "k_fifo": (replaces_its_notebook_with_a_fifo, "graded", 8, ""),
     "k_memory": (fills_memory_beyond_the_sandbox, "graded", 8, ""),
+    "k_tmp_disk": (fills_tmp_past_the_disk_budget, "graded", 8, "limit on what a notebook may write"),
+    "ipc_link": (replaces_its_sockets_with_links, "graded", 8, ""),
     "ipc_a_writer": (leaves_a_note_in_its_socket_folder, "graded", 8, ""),
     "ipc_b_reader": (lists_its_socket_folder, "graded", 8, ""),
 }

@@ -220,13 +220,27 @@ def test_the_budget_counts_memory_backed_folders_by_their_file_systems_count(tmp
             os.close(fd)
 
 
-@pytest.mark.parametrize("folder", ["/tmp", "/dev/shm"])
-def test_a_kernel_that_fills_a_memory_backed_folder_is_stopped_by_the_disk_budget(sandboxed, tmp_path, folder):
+def test_a_file_deleted_but_held_open_in_the_folder_counts(tmp_path):
+    dev = os.stat(tmp_path).st_dev
+    before = bounds.held_deleted({os.getpid()}, dev)
+    with open(tmp_path / "held", "wb") as f:
+        f.write(b"1" * 2**21)
+        f.flush()
+        os.fsync(f.fileno())
+        assert bounds.held_deleted({os.getpid()}, dev) == before   # it has a name: a walk sees it
+        os.unlink(tmp_path / "held")
+        assert bounds.held_deleted({os.getpid()}, dev) - before >= 2**21
+        assert bounds.held_deleted({os.getpid()}, dev + 1) == 0    # another device's: not this budget
+    assert bounds.held_deleted({os.getpid()}, dev) == before
+
+
+@pytest.mark.parametrize("folder", ["/tmp", "/dev/shm", "."])
+def test_a_kernel_that_fills_a_writable_place_is_stopped_by_the_disk_budget(sandboxed, tmp_path, folder):
     limits = Limits(kernel_disk_mb=10)
     work = tmp_path / "w"
     work.mkdir()
-    # 6 MB in its folder (under the budget alone), then /tmp or /dev/shm, kept open and
-    # deleted so no walk over a folder would see it: the sum passes 10 MB
+    # 6 MB in its folder (under the budget alone), then 8 MB in /tmp, /dev/shm or the folder,
+    # kept open and deleted so no walk over a folder would see it: the sum passes 10 MB
     code = (f"open('half.bin', 'wb').write(b'0' * 6 * 2**20)\n"
             f"import os, time\nf = open('{folder}/fill', 'wb')\nos.unlink('{folder}/fill')\n"
             "for i in range(8):\n    f.write(b'0' * 2**20); f.flush()\ntime.sleep(30)")
@@ -245,7 +259,8 @@ def test_each_memory_backed_folder_holds_at_most_the_budget_and_a_full_one_names
     limits = Limits(kernel_disk_mb=8, memory_gb=2.0)
     cmd = kernel.bwrap_command({"limits": asdict(limits), "uid": UID, "gid": UID,
                                 "ro": [], "ipc_dir": str(tmp_path), "python": "python3",
-                                "python_bin": "/usr/bin"}, str(tmp_path), "")
+                                "python_bin": "/usr/bin"}, str(tmp_path), "",
+                                scratch_bytes=8 * 2**20)
     sizes = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--size"]
     assert sizes == [str(8 * 2**20)] * 2 and cmd.count("--tmpfs") == 2
     said = setup.describe_limit_hit("OSError: [Errno 28] No space left on device", limits)
