@@ -9,9 +9,10 @@ layout_table.
 """
 from .parity import (TOLERANCE, ParityRow, load, loss_figure, parity, parity_words,
                      worst_relative)
-from .records import read_record, record_words, script_digest, write_record
+from .records import (RECORD_16, read_record, record_words, script_digest,
+                      write_record)
 from .tables import layout_rows, layout_table
 
 __all__ = ["TOLERANCE", "ParityRow", "load", "parity", "parity_words", "worst_relative",
-           "loss_figure", "read_record", "record_words", "script_digest", "write_record",
+           "loss_figure", "RECORD_16", "read_record", "record_words", "script_digest", "write_record",
            "layout_rows", "layout_table"]

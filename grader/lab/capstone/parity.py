@@ -62,8 +62,9 @@ def parity_words(rows: list[ParityRow]) -> str:
     controls = [r for r in rows if r.control]
     on = [r for r in real if r.within]
     off = [r for r in real if not r.within]
-    words = (f"{len(on)} of the {len(real)} layouts lie on the one-process curve "
-             f"within {TOLERANCE:.0e}")
+    words = (f"{len(on)} of the {len(real)} layouts lie" if len(real) > 1 else
+             "the layout lies" if on else "the layout does not lie")
+    words += f" on the one-process curve within {TOLERANCE:.0e}"
     if on:
         words += f" (largest relative difference {max(r.worst for r in on):.1e})"
     if off:

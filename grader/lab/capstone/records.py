@@ -13,6 +13,7 @@ import platform
 from pathlib import Path
 
 RECORDS = Path(__file__).resolve().parent / "records"
+RECORD_16 = RECORDS / "torch_2x2x2x2.json"       # the 4-D run on 16 ranks
 
 
 def script_digest(script) -> str:

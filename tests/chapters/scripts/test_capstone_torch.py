@@ -1,0 +1,85 @@
+"""The capstone's PyTorch script, launched as the page launches it (torchrun, gloo CPU
+ranks): every layout's loss lies on the one-process loss within the page's tolerance,
+the control (gradients averaged twice) does not, the layouts the script ran are the
+planner's :class:`Layout`, and the collectives the page's prose explains are the ones
+counted. The 16-rank 4-D run writes the record the page shows."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from grader.lab import capstone
+from grader.lab.capstone.tables import measured_ops
+from grader.lab.planner.composed import Layout
+
+from ._run import BIN, SCRIPTS, run
+
+pytestmark = pytest.mark.slow
+PAGE_LAYOUTS = ["1x4x1x1", "2x2x1x1", "1x2x2x1", "1x2x1x2", "1x1x2x2"]   # as the page
+
+
+def torchrun(tmp, ranks: int, *args: str, timeout: float = 400) -> dict:
+    run([str(BIN / "torchrun"), "--standalone", "--nproc_per_node", str(ranks),
+         str(SCRIPTS / "capstone_torch.py"), *args, "--out", "out.json"], tmp,
+        timeout=timeout)
+    return json.loads((tmp / "out.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def four(tmp_path_factory) -> dict:
+    return torchrun(tmp_path_factory.mktemp("capstone4"), 4, "--layouts", *PAGE_LAYOUTS,
+                    "--control", "1x4x1x1")
+
+
+def test_every_layout_lies_on_the_one_process_loss_and_the_control_leaves_it(four):
+    rows = capstone.parity(four)
+    assert [(r.layout, r.control) for r in rows] == \
+        [(t, False) for t in PAGE_LAYOUTS] + [("1x4x1x1", True)]
+    for r in rows:
+        if r.control:
+            # averaged twice over 4 ranks: every step a quarter of the right one
+            assert not r.within and r.worst > 100 * capstone.TOLERANCE, r
+        else:
+            assert r.within, r
+    # the curve moved: the comparison is not of losses that never changed
+    assert four["reference"][0] - four["reference"][-1] > 100 * capstone.TOLERANCE
+
+
+def test_the_runs_layouts_are_the_planners(four):
+    for run_ in four["runs"]:
+        layout = Layout.parse(run_["layout"])
+        assert (layout.replicate, layout.shard, layout.tp, layout.pp) == \
+            (run_["replicate"], run_["shard"], run_["tp"], run_["pp"])
+        assert layout.ranks == four["world"]
+
+
+def test_the_collectives_the_page_explains(four):
+    blocks, micro = four["sizes"]["blocks"], four["sizes"]["micro"]
+    ops = {r["layout"]: measured_ops(r) for r in four["runs"] if not r["control"]}
+    # FSDP: each block gathered for forward and backward, the root unit (embedding,
+    # final norm, head) once; one reduce-scatter per unit
+    assert ops["1x4x1x1"] == Counter(all_gather=2 * blocks + 1, reduce_scatter=blocks + 1)
+    # HSDP adds one all-reduce per unit across the replicas
+    assert ops["2x2x1x1"] == Counter(all_gather=2 * blocks + 1,
+                                     reduce_scatter=blocks + 1, all_reduce=blocks + 1)
+    # a pipeline boundary: one send and one receive per micro-batch on rank 0
+    assert ops["1x2x1x2"]["send"] == ops["1x2x1x2"]["recv"] == micro
+
+
+@pytest.mark.timeout(900)
+def test_sixteen_ranks_four_axes_and_its_record(tmp_path):
+    """The 4-D layout on 16 ranks; its record is (re)written when missing or stale (the
+    script changed), so the page never shows a run of another script as current."""
+    result = torchrun(tmp_path, 16, "--layouts", "2x2x2x2", timeout=800)
+    (row,) = capstone.parity(result)
+    assert row.within and row.layout == "2x2x2x2", row
+    record = capstone.read_record(capstone.RECORD_16, SCRIPTS / "capstone_torch.py")
+    if record is None or record["stale"]:
+        capstone.write_record(result, SCRIPTS / "capstone_torch.py",
+                              "torchrun --standalone --nproc_per_node 16 "
+                              "capstone_torch.py --layouts 2x2x2x2",
+                              capstone.RECORD_16)
+    assert not capstone.read_record(capstone.RECORD_16,
+                                    SCRIPTS / "capstone_torch.py")["stale"]
