@@ -26,6 +26,7 @@ import argparse
 import json
 import math
 import os
+import textwrap
 
 import numpy as np
 import paddle
@@ -154,7 +155,8 @@ def experiment(device: str = "cpu", out_file: str | None = None) -> None:
     local = EXPERTS // world                        # experts per rank
     alltoall = try_alltoall(world)
     if rank == 0:
-        print(f"dist.alltoall on {device}: {alltoall}")
+        print(textwrap.fill(f"dist.alltoall on {device}: {alltoall}", 88,
+                            subsequent_indent="    "))
     with paddle.no_grad():    # the MoE layer's input: TinyGPT's embedded first batch
         tokens = TinyGPT().embed(batch(0)[0]).reshape([-1, WIDTH])  # [512, 64]
     target = paddle.to_tensor(np.random.default_rng(2).standard_normal(
@@ -197,9 +199,9 @@ def experiment(device: str = "cpu", out_file: str | None = None) -> None:
             sent_all = [sum(r["sent"][e] for r in every) for e in range(EXPERTS)]
             kept_all = [sum(r["kept"][e] for r in every) for e in range(EXPERTS)]
             worst = max(max(r[k] for k in r if k.endswith("_diff")) for r in every)
-            print(f"capacity factor {factor}: {capacity} slots per expert and rank; "
-                  f"sent to each expert {sent_all}, kept {kept_all}, dropped "
-                  f"{sum(sent_all) - sum(kept_all)}; largest difference from one "
+            print(f"capacity factor {factor}: {capacity} slots per expert and rank;\n"
+                  f"    sent to each expert {sent_all}, kept {kept_all}, dropped "
+                  f"{sum(sent_all) - sum(kept_all)};\n    largest difference from one "
                   f"process (output and gradients) {worst:.1e}")
     if rank == 0 and out_file:
         os.makedirs(os.path.dirname(out_file) or ".", exist_ok=True)

@@ -164,9 +164,9 @@ def experiment(device: str = "cpu", out_file: str | None = None) -> None:
             sent_all = [sum(r["sent"][e] for r in every) for e in range(EXPERTS)]
             kept_all = [sum(r["kept"][e] for r in every) for e in range(EXPERTS)]
             diff = max(max(r[k] for k in r if k.endswith("_diff")) for r in every)
-            print(f"capacity factor {factor}: {capacity} slots per expert and rank; "
-                  f"sent to each expert {sent_all}, kept {kept_all}, dropped "
-                  f"{sum(sent_all) - sum(kept_all)}; largest difference from one "
+            print(f"capacity factor {factor}: {capacity} slots per expert and rank;\n"
+                  f"    sent to each expert {sent_all}, kept {kept_all}, dropped "
+                  f"{sum(sent_all) - sum(kept_all)};\n    largest difference from one "
                   f"process (output and gradients) {diff:.1e}")
     if rank == 0 and out_file:
         os.makedirs(os.path.dirname(out_file) or ".", exist_ok=True)

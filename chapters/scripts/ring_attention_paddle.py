@@ -183,7 +183,7 @@ def experiment(device: str = "cpu", out_file: str | None = None) -> None:
         if rank == 0:
             worst = max(r["max_diff"] for r in every)
             print(f"{layout:>10}, {'causal' if causal else 'no mask'}: chunk pairs "
-                  f"per rank {[r['pairs'] for r in every]}, largest difference from "
+                  f"per rank {[r['pairs'] for r in every]},\n    largest difference from "
                   f"full attention {worst:.1e}")
     ring, ring_diff = try_ring_flash_attention(q, k, v, world)
     if rank == 0:

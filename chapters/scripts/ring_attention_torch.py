@@ -18,6 +18,7 @@ import argparse
 import json
 import math
 import os
+import textwrap
 import time
 
 import torch
@@ -182,12 +183,12 @@ def experiment(device: str = "cpu", out_file: str | None = None) -> None:
         if rank == 0:
             worst = max(r["max_diff"] for r in every)
             print(f"{layout:>10}, {'causal' if causal else 'no mask'}: chunk pairs "
-                  f"per rank {[r['pairs'] for r in every]}, largest difference from "
+                  f"per rank {[r['pairs'] for r in every]},\n    largest difference from "
                   f"full attention {worst:.1e}")
     cp, cp_diff = try_context_parallel(q, k, v, world)
     if rank == 0:
-        print(f"torch.distributed.tensor.experimental.context_parallel on "
-              f"{device}: {cp}")
+        print(f"torch.distributed.tensor.experimental.context_parallel on {device}:")
+        print(textwrap.fill(cp, 88, initial_indent="    ", subsequent_indent="    "))
         if out_file:
             os.makedirs(os.path.dirname(out_file) or ".", exist_ok=True)
             with open(out_file, "w") as f:

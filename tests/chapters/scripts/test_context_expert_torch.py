@@ -31,7 +31,8 @@ def test_ring_equals_full_attention_and_counts_the_promised_pairs(run):
 def test_context_parallel_is_tried_and_what_it_did_is_measured(run):
     data, _, log = run
     said = data["context_parallel"]
-    assert f"context_parallel on cpu: {said}" in log
+    # the script wraps the sentence to the page's width
+    assert " ".join(f"context_parallel on cpu: {said}".split()) in " ".join(log.split())
     if said.startswith("ran"):
         # either it is right, or (what 2.13 does on CPU) each rank attended only over
         # its own rows, which the script measures and the page says
