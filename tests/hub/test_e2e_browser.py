@@ -292,6 +292,11 @@ def test_students_submit_and_see_grades_the_instructor_released(hub, browser):
     b.wait(lambda d: "Manage Assignments" in b.text() and b.xpath(
         f"//tr//td[normalize-space()='{a}']"), 90, "the formgrader's content inside its iframe")
     b.screenshot("formgrader-in-lab")
+    # the assignments table fits the tab (1055 px in a 1400 px window): nbgrader's layout for
+    # a whole window had cut its last columns, 1111 px of page in a 1055 px frame
+    wide, room = b.d.execute_script("return [document.documentElement.scrollWidth, "
+                                    "document.documentElement.clientWidth]")
+    assert wide <= room + 1, f"the formgrader is {wide} px wide in a {room} px tab"
     # the page says its Autograde is not sandboxed (grader.grading.submission.formgrader_notice)
     assert "Not sandboxed." in b.text() and "make grade" in b.text()
     _formgrader_click(b, a, "assign")

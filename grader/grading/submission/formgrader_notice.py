@@ -24,13 +24,30 @@ from __future__ import annotations
 from jinja2 import BaseLoader
 from tornado.web import OutputTransform
 
-__all__ = ["NOTICE", "NoticeLoader", "install", "transform_for", "MARKER"]
+__all__ = ["NOTICE", "LAYOUT", "NoticeLoader", "install", "transform_for", "MARKER"]
 
 MARKER = "{%- block body -%}"     # in nbgrader's base.tpl: where every page's content starts
 TEMPLATE = "base.tpl"
 SETTING = "nbgrader_jinja2_env"   # where nbgrader's formgrader keeps its Jinja environment
 
-NOTICE = """\
+# nbgrader lays its pages out for a whole window (a 2/12 sidebar beside the content); in a
+# JupyterLab tab, 1055 px wide in a 1400 px window, the assignments table (12 columns) ran
+# 190 px past the frame and its last columns were cut. Below 1400 px the sidebar goes above
+# the content, and the tables' cells keep less padding.
+LAYOUT = """\
+<style class="course-formgrader-layout">
+@media (max-width: 1399px) {
+  body > .container-fluid > .row > [class*="col-md-"] { width: 100%; float: none; }
+  .jupyter-logo { display: none; }
+  .nav-stacked > li { display: inline-block; margin-top: 0; }
+}
+table.table > thead > tr > th, table.table > tbody > tr > td { padding-left: 5px; padding-right: 5px; }
+table.dataTable thead .sorting, table.dataTable thead .sorting_asc,
+table.dataTable thead .sorting_desc { padding-right: 22px; }
+</style>
+"""
+
+NOTICE = LAYOUT + """\
 <div class="alert alert-warning course-grading-notice" role="note">
   <b>Not sandboxed.</b> The <i>Autograde</i> buttons here, like <code>nbgrader autograde</code>,
   run each student's notebook in a kernel of this Jupyter server, as your user: the test cells
