@@ -41,16 +41,15 @@ c.ExecutePreprocessor.startup_timeout = 120
 c.OverwriteCells.add_missing_cells = True
 
 # Hand-ins from outside the hub (`python -m grader.handin ASSIGNMENT --student ID` makes a
-# zip): `nbgrader zip_collect ASSIGNMENT` extracts downloaded/ASSIGNMENT/archive/*.zip and
-# copies each notebook to submitted/<student>/ASSIGNMENT/, reading the student id, the
-# notebook and the time from the path inside the zip (nbgrader's default regexp is empty,
-# which collects nothing); the collector also skips another assignment's hand-in
-# (grader/grading/submission/collect.py; exercises/GRADING.md, "Hand-ins by zip").
-from grader.handin import NAMED_REGEXP  # noqa: E402
-from grader.grading.submission.collect import HandinCollector  # noqa: E402
+# zip the student uploads to the platform) are collected with
+# `python -m grader.grading.submission.collect ASSIGNMENT`: whose each upload is and when it
+# came are the platform's (a folder per student, or a roster), never the names inside the
+# zip (grader/grading/submission/collect.py; exercises/GRADING.md, "Hand-ins by zip").
+# nbgrader's `zip_collect` can only read them from the student's names, which let a student
+# replace another's work: it stops at once, saying what to run instead.
+from grader.grading.submission.collect import ZipCollectRefused  # noqa: E402
 
-c.FileNameCollectorPlugin.named_regexp = NAMED_REGEXP
-c.ZipCollectApp.collector_plugin = HandinCollector
+c.ZipCollectApp.collector_plugin = ZipCollectRefused
 
 # Hidden tests: students see neither their code nor the cell body when released.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}

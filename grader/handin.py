@@ -1,5 +1,5 @@
-"""Hand in an exercise from outside the course's hub: one command makes a zip that the
-instructor's ``nbgrader zip_collect`` takes with the course's configuration.
+"""Hand in an exercise from outside the course's hub: one command makes the zip that the
+student uploads to the course's platform (Moodle, a shared drive, e-mail).
 
     python -m grader.handin a1_independent_ops --student YOUR_ID
 
@@ -9,12 +9,11 @@ it, holding one file::
 
     handin/student=YOUR_ID/assignment=a1_independent_ops/time=20261202T001500Z/a1_independent_ops.ipynb
 
-The folder names carry what ``zip_collect`` needs, whatever the zip itself is renamed to on
-the way (a learning platform often prefixes the student's name): the student id, the
-assignment, the time and the notebook's released name. ``exercises/nbgrader_config.py``
-sets :data:`NAMED_REGEXP` as ``FileNameCollectorPlugin.named_regexp`` (nbgrader's default is
-empty: ``zip_collect`` collects nothing without one) and installs :class:`HandinCollector`,
-which also skips a notebook handed in for another assignment than the one collected.
+The id and the time in that path are the student's *claim*, nothing more: the instructor's
+collect step (:mod:`grader.grading.submission.collect`) takes whose it is and when it came
+from the platform, and refuses a zip whose claim names another student or assignment
+(:data:`CLAIM` reads it), so a zip cannot hand in for someone else. A time written by the
+student's clock is never used.
 
 It refuses, with a message saying what to do: a missing notebook (naming the notebooks the
 folder does have), a file that is not a notebook, a notebook that is not this course's
@@ -39,13 +38,13 @@ from pathlib import Path
 from .grading.config import SubmissionLimits
 from .grading.submission.intake import id_problem
 
-__all__ = ["handin", "HandinError", "Handin", "NAMED_REGEXP", "member_name", "main"]
+__all__ = ["handin", "HandinError", "Handin", "CLAIM", "member_name", "main"]
 
-_ID = r"[A-Za-z0-9][A-Za-z0-9._@+-]*"
-#: nbgrader's ``FileNameCollectorPlugin.named_regexp`` for the zips :func:`handin` makes. It
-#: is matched (``re.match``) against each extracted file's absolute path.
-NAMED_REGEXP = (rf".*/handin/student=(?P<student_id>{_ID})/assignment=(?P<assignment>{_ID})"
-                r"/time=(?P<timestamp>\d{8}T\d{6}Z)/(?P<file_id>[^/]+\.ipynb)\Z")
+#: The claim in a zip's member path (:func:`member_name`): ``student``, ``assignment`` and
+#: ``time`` as the student's zip says them. Any name between the slashes is read, so that a
+#: claim the grader could not use as an id is still compared with the platform's owner.
+CLAIM = re.compile(r"(?:[^/]+/)*handin/student=(?P<student>[^/]+)/assignment=(?P<assignment>[^/]+)"
+                   r"/time=(?P<time>\d{8}T\d{6}Z)/(?P<notebook>[^/]+\.ipynb)\Z")
 STUB = "raise NotImplementedError()"   # nbgrader's code stub in this course (nbgrader_config.py)
 
 
@@ -72,8 +71,9 @@ class Handin:
                          "browser, save the notebook (Ctrl-S) and run this again")
         else:
             lines.append(f"  all {self.answers} answer cells are filled in")
-        lines.append("Send this zip to your instructor the way they asked (it holds only "
-                     "the notebook); handing in again makes a newer zip, and the newest counts.")
+        lines.append("Upload this zip the way your instructor asked, logged in as yourself "
+                     "(it holds only the notebook); to hand in again, make a new zip and "
+                     "upload it: the newest your instructor's platform received counts.")
         return "\n".join(lines)
 
 
@@ -86,7 +86,7 @@ def _ago(seconds: float) -> str:
 
 
 def member_name(student: str, assignment: str, stamp: str, notebook: str) -> str:
-    """The notebook's path inside the zip (what :data:`NAMED_REGEXP` reads)."""
+    """The notebook's path inside the zip (what :data:`CLAIM` reads)."""
     return f"handin/student={student}/assignment={assignment}/time={stamp}/{notebook}"
 
 
@@ -176,8 +176,8 @@ def handin(assignment: str, student: str, notebook: str | os.PathLike | None = N
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m grader.handin",
-        description="Make the zip that hands in an exercise notebook (for an instructor's "
-                    "`nbgrader zip_collect`). Save the notebook first.")
+        description="Make the zip that hands in an exercise notebook: upload it to your "
+                    "course's platform as yourself. Save the notebook first.")
     p.add_argument("assignment", help="the assignment, e.g. a1_independent_ops")
     p.add_argument("--student", required=True, help="your student id, as your instructor gave it")
     p.add_argument("--notebook", help="the notebook (default: ASSIGNMENT.ipynb in this folder)")

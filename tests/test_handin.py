@@ -1,6 +1,6 @@
 """``python -m grader.handin``: the zip a student outside the hub hands in, and what it
-refuses. (Through nbgrader's real ``zip_collect`` and ``make grade``'s pipeline:
-tests/grading/submission/test_collect.py.)"""
+refuses. (Through the instructor's collect step, which takes whose and when from the
+platform, and ``make grade``'s pipeline: tests/grading/submission/test_collect.py.)"""
 import json
 import os
 import re
@@ -13,7 +13,7 @@ import nbformat
 import pytest
 
 from grader.grading.student import student_version
-from grader.handin import NAMED_REGEXP, HandinError, handin, main, member_name
+from grader.handin import CLAIM, HandinError, handin, main, member_name
 
 ROOT = Path(__file__).resolve().parent.parent
 A1, A2 = "a1_independent_ops", "a2_small_ops"
@@ -27,20 +27,19 @@ def _released(tmp_path: Path, assignment: str = A1, name: str | None = None) -> 
     return path
 
 
-def test_the_zip_holds_the_notebook_under_a_path_the_course_regexp_reads(tmp_path):
+def test_the_zip_holds_the_notebook_under_a_path_that_states_the_claim(tmp_path):
     path = _released(tmp_path)
     done = handin(A1, "ann.lee", notebook=path, now=1_796_170_000)   # 2026-12-02 00:06:40 UTC
     assert done.zip_path == tmp_path / f"{A1}-ann.lee-20261202T000640Z.zip"
     with zipfile.ZipFile(done.zip_path) as z:
         assert z.namelist() == [member_name("ann.lee", A1, "20261202T000640Z", f"{A1}.ipynb")]
         assert z.read(z.namelist()[0]) == path.read_bytes()
-    # what zip_collect sees after extracting it (it matches the absolute path)
-    extracted = f"/course/downloaded/{A1}/extracted/{done.zip_path.stem}/{done.member}"
-    m = re.match(NAMED_REGEXP, extracted)
-    assert m and m.group("student_id") == "ann.lee" and m.group("file_id") == f"{A1}.ipynb"
-    assert (m.group("assignment"), m.group("timestamp")) == (A1, "20261202T000640Z")
-    # renamed on the way (a learning platform's prefix): still read from the inner path
-    assert re.match(NAMED_REGEXP, f"/c/extracted/Ann Lee_123_{done.zip_path.stem}/{done.member}")
+    # the claim the instructor's collect step compares with the platform's owner
+    m = CLAIM.match(done.member)
+    assert m and (m["student"], m["assignment"], m["time"], m["notebook"]) == (
+        "ann.lee", A1, "20261202T000640Z", f"{A1}.ipynb")
+    # an id the grader could not use is still read as a claim (and so compared)
+    assert CLAIM.match(f"x/handin/student=Ann Lee/assignment={A1}/time=20261202T000640Z/n.ipynb")
     # a released notebook's answer cells all hold the stub; the summary says so
     assert done.answers == 2 and done.stubs == ["time_work", "experiment"]
     assert "2 of 2 answer cells still hold" in done.summary()
@@ -95,7 +94,7 @@ def test_the_command_exits_2_with_the_reason_and_is_skipped_while_grading(tmp_pa
     _released(tmp_path)
     assert main([A1, "--student", "ann"]) == 0
     said = capsys.readouterr().out
-    assert said.startswith(f"handed in {A1}.ipynb (saved ") and "Send this zip" in said
+    assert said.startswith(f"handed in {A1}.ipynb (saved ") and "Upload this zip" in said
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")   # a `!` cell left in the notebook
     assert main([A1, "--student", "ann"]) == 0
     assert "skipped while grading" in capsys.readouterr().out
