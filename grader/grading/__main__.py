@@ -12,6 +12,7 @@ import sys
 if __name__ == "__main__":   # as in each worker (grader/grading/run/worker.py): ~1 s of CPU
     sys.modules.setdefault("rfc3987_syntax", None)   # type: ignore[arg-type]
 
+from .config import WORKERS_PER_CORE
 from .run.pipeline import grade_course
 
 
@@ -21,7 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--course", default="exercises", help="nbgrader course directory")
     p.add_argument("--student", action="append", help="grade only this student (repeatable)")
     p.add_argument("--assignment", action="append", help="grade only this assignment (repeatable)")
-    p.add_argument("--workers", type=int, help="students graded at once (default: course.toml, else one per core)")
+    p.add_argument("--workers", type=int, help="students graded at once (default: course.toml's "
+                   f"workers, else {WORKERS_PER_CORE} per core)")
     p.add_argument("--regrade", action="store_true",
                    help="grade the selected submissions again even if they are graded already")
     p.add_argument("--cell-timeout", type=int, help="seconds per cell")

@@ -100,11 +100,14 @@ class GradingConfig:
         return Gradebook(self.db_url, self.course_id)
 
 
+WORKERS_PER_CORE = 2   # the default; said by --workers' help and course.toml's checks
+
+
 def default_workers() -> int:
     """Two grading workers per core: a worker and its student's kernel take turns, and both
     wait on the gradebook's disk writes, so one worker per core leaves the cores idle part
     of the time (figures: exercises/GRADING.md, from bench/grading_class.py)."""
-    return 2 * (os.cpu_count() or 1)
+    return WORKERS_PER_CORE * (os.cpu_count() or 1)
 
 
 def _section(raw: dict, name: str, cls: type, path: Path) -> Any:
