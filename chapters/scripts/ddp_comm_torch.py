@@ -9,6 +9,7 @@ import argparse
 import inspect
 import json
 import os
+import re
 
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")    # the profiler's notices stay quiet
 import torch
@@ -132,8 +133,10 @@ def unused_parameters(device: torch.device, find_unused: bool) -> dict:
         for step in range(2):
             model(x, task=step % 2).sum().backward()
     except RuntimeError as err:
+        # the message's first paragraph, whole sentences (its first line ended "and by")
+        said = " ".join(str(err).split("\n\n")[0].split())
         return {"find_unused_parameters": find_unused,
-                "error": str(err).splitlines()[0]}
+                "error": " ".join(re.split(r"(?<=\.) ", said)[:3])}
     return {"find_unused_parameters": find_unused, "error": None}
 
 

@@ -209,6 +209,7 @@ def test_a_step_that_leaves_parameters_unused_needs_find_unused_parameters(comm)
     found, not_found = comm["unused"]
     assert found == {"find_unused_parameters": True, "error": None}
     assert "find_unused_parameters=True" in not_found["error"]
+    assert not_found["error"].endswith(".")   # whole sentences (a line ended "and by")
 
 
 def test_the_page_shows_in_full_every_script_it_launches():
