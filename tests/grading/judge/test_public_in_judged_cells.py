@@ -96,44 +96,91 @@ def test_a12_the_reference_keeps_full_marks_and_the_stub_scores_zero_without_an_
     assert "<stderr>" not in text
 
 
-@pytest.mark.slow
-def test_a10_task_1_left_as_released_still_earns_task_2s_hidden_points():
-    """f and g as released (they raise NotImplementedError), tp_mlp right, graded by
-    ``nbgrader autograde`` with the judge: tp_mlp's quick check (which runs the student's f
-    and g) fails, and its hidden check, run with the course's f and g as the notebook
-    promises, gives its 6 points. Before: 0 + 0, the quick check's AssertionError ending
-    the cell."""
+A10 = "a10_tensor_parallel"
+
+
+def _released_with(course: Path, assignment: str, student: str, answers: dict[str, str]) -> None:
+    """``student``'s submission: the released notebook with ``answers`` (by grade id)."""
+    nb = nbformat.read(course / "release" / assignment / f"{assignment}.ipynb", as_version=4)
+    for c in nb.cells:
+        gid = c.metadata.get("nbgrader", {}).get("grade_id")
+        if gid in answers:
+            c.source = answers[gid]
+    (course / "submitted" / student / assignment).mkdir(parents=True)
+    nbformat.write(nb, course / "submitted" / student / assignment / f"{assignment}.ipynb")
+
+
+@pytest.fixture(scope="module")
+def graded():
+    """One course, graded as an instructor grades it by hand (``nbgrader autograde`` with
+    the course's judge, then ``generate_feedback``), one nbgrader run each:
+
+    - a10, f and g left as released (they raise NotImplementedError), tp_mlp right;
+    - a12, an answer raising only with ``selective=True``."""
     from grader.grading.judge.executor import JudgedExecute
     from tests.checks.notebooks import reference
     from tests.grading.nbgrader_cli import autograde_options, nbgrader
 
-    a = "a10_tensor_parallel"
     course = Path(tempfile.mkdtemp(prefix="judge-public-"))
     try:
         shutil.copy(EXERCISES / "nbgrader_config.py", course)
         shutil.copytree(EXERCISES / "hidden", course / "hidden")
-        shutil.copytree(EXERCISES / "source" / a, course / "source" / a)
-        made = nbgrader(course, "generate_assignment", a, "--force")
-        assert made.returncode == 0, made.stderr[-2000:]
-        nb = nbformat.read(course / "release" / a / f"{a}.ipynb", as_version=4)
-        for c in nb.cells:
-            if c.metadata.get("nbgrader", {}).get("grade_id") == "tp_mlp":
-                c.source = reference(a)["tp_mlp"]
-        (course / "submitted" / "erin" / a).mkdir(parents=True)
-        nbformat.write(nb, course / "submitted" / "erin" / a / f"{a}.ipynb")
-        run = nbgrader(course, "autograde", a, "--force",
+        for a in (A10, A12):
+            shutil.copytree(EXERCISES / "source" / a, course / "source" / a)
+            made = nbgrader(course, "generate_assignment", a, "--force")
+            assert made.returncode == 0, made.stderr[-2000:]
+        _released_with(course, A10, "erin", {"tp_mlp": reference(A10)["tp_mlp"]})
+        _released_with(course, A12, "erin", {"activation_bytes": SELECTIVE_RAISES.strip()})
+        run = nbgrader(course, "autograde", "*", "--force",
                        *autograde_options(JudgedExecute, course / "trace", cell_timeout_s=300))
-        graded = nbformat.read(course / "autograded" / "erin" / a / f"{a}.ipynb", as_version=4)
-        tests = {c.metadata.nbgrader["grade_id"]: c for c in graded.cells
-                 if c.metadata.get("nbgrader", {}).get("grade")
-                 and not c.metadata.nbgrader.get("solution")}
-        scores = {k: determine_grade(c)[0] for k, c in tests.items()}
-        text = {k: "".join(o.get("text", "") or f"{o.get('ename')}: {o.get('evalue')}"
-                           for o in c.outputs if o.output_type != "execute_result")
-                for k, c in tests.items()}
-        assert scores == {"test_f_g": 0, "test_tp_mlp": 6}, (scores, text, run.stderr[-3000:])
-        assert "[FAIL] a10 (public): tp_mlp" in text["test_tp_mlp"], text
-        assert not any(o.output_type == "error" or o.get("name") == "stderr"
-                       for c in tests.values() for o in c.outputs), text
+        feedback = nbgrader(course, "generate_feedback", "*", "--force")
+        yield course, run.stderr[-3000:] + feedback.stderr[-2000:]
     finally:
         shutil.rmtree(course, ignore_errors=True)
+
+
+def _test_cells(course: Path, assignment: str) -> dict:
+    nb = nbformat.read(course / "autograded" / "erin" / assignment / f"{assignment}.ipynb",
+                       as_version=4)
+    return {c.metadata.nbgrader["grade_id"]: c for c in nb.cells
+            if c.metadata.get("nbgrader", {}).get("grade")
+            and not c.metadata.nbgrader.get("solution")}
+
+
+def _text(cell) -> str:
+    return "".join(o.get("text", "") or f"{o.get('ename')}: {o.get('evalue')}"
+                   for o in cell.outputs if o.output_type != "execute_result")
+
+
+@pytest.mark.slow
+def test_a10_task_1_left_as_released_still_earns_task_2s_hidden_points(graded):
+    """tp_mlp's quick check (which runs the student's f and g) fails, and its hidden check,
+    run with the course's f and g as the notebook promises, gives its 6 points. Before:
+    0 + 0, the quick check's AssertionError ending the cell."""
+    course, log = graded
+    tests = _test_cells(course, A10)
+    scores = {k: determine_grade(c)[0] for k, c in tests.items()}
+    text = {k: _text(c) for k, c in tests.items()}
+    assert scores == {"test_f_g": 0, "test_tp_mlp": 6}, (scores, text, log)
+    assert "[FAIL] a10 (public): tp_mlp" in text["test_tp_mlp"], text
+    assert not any(o.output_type == "error" or o.get("name") == "stderr"
+                   for c in tests.values() for o in c.outputs), text
+
+
+@pytest.mark.slow
+def test_a12_the_feedback_page_names_the_parts_lost(graded):
+    """The student's feedback page (what ``generate_feedback`` writes with the course's
+    preprocessors) shows 2 of 5 and names the two parts lost with the error, not the part
+    kept, and no hidden code. Before: 0 of 5 and only the quick check's AssertionError."""
+    import html
+
+    course, log = graded
+    cell = _test_cells(course, A12)["test_activation_bytes"]
+    assert determine_grade(cell)[0] == 2, (_text(cell), log)
+    page = html.unescape((course / "feedback" / "erin" / A12 / f"{A12}.html").read_text())
+    graded_text = page[page.index("[FAIL] a12: "):]
+    assert "2/5 - with selective recomputation, 16-bit: activation_bytes raised ValueError: " \
+           "selective recomputation is not done yet" in graded_text, log
+    assert "also: 32-bit (bytes_per_value=4): activation_bytes raised ValueError" in graded_text
+    assert "without recomputation, 16-bit" not in graded_text
+    assert "check_activation_bytes" not in page and "HIDDEN TESTS" not in page
