@@ -240,11 +240,13 @@ python -m grader.handin {assignment} --student YOUR_ID
 ```
 
 in a terminal, or in a new cell with `!` in front, with the student id your instructor gave
-you. It writes `{assignment}-YOUR_ID-<time>.zip` next to this notebook: send that file to
-your instructor the way they ask. It refuses, saying why, a notebook it cannot hand in (not
+you. It writes `{assignment}-YOUR_ID-<time>.zip` next to this notebook: upload that file
+the way your instructor asks, logged in as yourself (whose it is and when it came are what
+the platform records, not what the zip says). It refuses, saying why, a notebook it cannot hand in (not
 found, not this assignment's, too large) and an id with characters the grader cannot file;
 it says when the notebook was last saved and which answers still hold the stub, so unsaved
-work shows. Handing in again makes a newer zip; the newest one counts. In Colab the notebook
+work shows. To hand in again, make a new zip and upload it: the newest one counts (by when
+the platform received it). In Colab the notebook
 is not a file of the machine that runs it: download it (*File > Download > .ipynb*), upload
 it into the *Files* pane (it lands in `/content`), run the command in a cell, and download
 the zip from the *Files* pane."""
