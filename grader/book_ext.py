@@ -174,6 +174,30 @@ def _one_of_each_script(app, pagename, templatename, context, doctree) -> None:
     scripts[:] = kept
 
 
+def _notebook_download(app, pagename, templatename, context, doctree) -> None:
+    """Every executed chapter downloads as a notebook (.ipynb, with its outputs), beside the
+    theme's .md and .pdf: sphinx-book-theme offers it only where launch buttons are
+    configured, and a reader without them got the MyST source alone."""
+    if app.builder.format != "html":
+        return
+    executed = (Path(app.outdir).parent / "jupyter_execute" / pagename).with_suffix(".ipynb")
+    buttons = context.get("header_buttons")
+    if not executed.is_file() or not isinstance(buttons, list):
+        return
+    menu = next((b for b in buttons if b.get("label") == "download-buttons"), None)
+    if menu is None or any(b.get("label") == "download-notebook-button"
+                           for b in menu.get("buttons", [])):
+        return
+    target = (Path(app.outdir) / "_sources" / pagename).with_suffix(".ipynb")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(executed, target)
+    menu["buttons"].insert(0, {
+        "type": "link", "url": f"{context['pathto']('_sources', 1)}/{pagename}.ipynb",
+        "text": ".ipynb", "tooltip": "Download notebook file (run it in a clone of the "
+        "course's repository: its cells start the scripts in chapters/scripts/)",
+        "icon": "fas fa-code", "label": "download-notebook-button"})
+
+
 def _full_urls(app, config) -> None:
     """Show a reference's URL as it is: the theme shortens GitHub links to "owner/repo",
     and the references page then read "URL: PaddlePaddle/Paddle." for a file's address."""
@@ -184,6 +208,8 @@ def setup(app):
     app.connect("config-inited", _full_urls)
     # early: html-page-context stops at the first listener that returns a template name
     app.connect("html-page-context", _one_of_each_script, priority=100)
+    # late: after the theme has made its header buttons
+    app.connect("html-page-context", _notebook_download, priority=900)
     app.add_config_value("exercises_source", "exercises/source", "env")
     app.add_config_value("exercises_launch_path", "exercises/release/{name}/{name}.ipynb", "env")
     app.add_directive("exercise-list", ExerciseList)
