@@ -14,6 +14,7 @@ next to a whole copy of the model, and their weights must agree.
 """
 import argparse
 import json
+import textwrap
 import time
 
 import paddle
@@ -285,14 +286,16 @@ def main() -> None:
             runs.append(everyone)
     if rank == 0:
         print(f"TinyGPT on {ranks} pipeline ranks on {args.device}, {BATCH} sequences "
-              f"per step, {STEPS} Adam steps; the last step's passes per rank, in "
+              f"per step, {STEPS} Adam steps;\nthe last step's passes per rank, in "
               "order "
               "(F forward, B backward, W weight gradient; stage.micro-batch):")
         for everyone in runs:
             print(f"{everyone[0]['schedule']}, {everyone[0]['micro']} micro-batches")
             for r, run in enumerate(everyone):
                 passes = " ".join(f"{k}{s}.{c}" for k, s, c, _, _ in run["steps"][-1])
-                print(f"  rank {r} (stages {run['stages']}): {passes}")
+                # wrapped to the page's width: a long order was 265 characters
+                print(textwrap.fill(f"  rank {r} (stages {run['stages']}): {passes}", 96,
+                                    subsequent_indent="      "))
             diff = max(r["weight_diff"] for r in everyone)
             losses = next(r["losses"] for r in everyone if r["losses"])
             loss_diff = max(abs(a - b) for a, b in zip(losses, ref_losses))

@@ -12,6 +12,7 @@ Every schedule trains next to a whole copy of the model; their weights must agre
 import argparse
 import json
 import os
+import textwrap
 import time
 import traceback
 
@@ -168,14 +169,16 @@ def main() -> None:
             runs.append(everyone)
     if rank == 0:
         print(f"TinyGPT on {ranks} pipeline ranks on {device.type}, {BATCH} sequences "
-              f"a step, {STEPS} Adam steps; the last step's passes per rank, in order "
+              f"a step, {STEPS} Adam steps;\nthe last step's passes per rank, in order "
               "(F forward, B backward, W weight gradient; stage.micro-batch):")
         for everyone in runs:
             head = f"{everyone[0]['schedule']}, {everyone[0]['micro']} micro-batches"
             print(head)
             for r, run in enumerate(everyone):
                 order = " ".join(f"{k}{s}.{c}" for k, s, c, _, _ in run["steps"][-1])
-                print(f"  rank {r} (stages {run['stages']}): {order}")
+                # wrapped to the page's width: a long order was 265 characters
+                print(textwrap.fill(f"  rank {r} (stages {run['stages']}): {order}", 96,
+                                    subsequent_indent="      "))
             diff = max(r["weight_diff"] for r in everyone)
             losses = next(r["losses"] for r in everyone if r["losses"])
             loss_diff = max(abs(a - b) for a, b in zip(losses, ref_losses))

@@ -2,6 +2,8 @@
 side (bubble: formula, the order replayed, measured; activations in flight)."""
 from __future__ import annotations
 
+import textwrap
+
 from .measure import ScheduleRow, rows, timeline
 
 __all__ = ["schedule_table", "timelines_figure", "comparison_figure", "MIB"]
@@ -13,23 +15,27 @@ def schedule_table(rows_by_framework: dict[str, list[ScheduleRow]]) -> str:
     """Every schedule of every run: the bubble by formula, by replaying the run's order
     (equal stages; the stages' measured times) and measured (median of the timed steps,
     their range), and the activations each rank held at most."""
-    head = (f"{'':8} {'schedule':<24} {'m':>2} {'v':>1}   {'bubble: formula':>15} "
-            f"{'equal':>6} {'unequal':>7} {'measured':>8} {'(range)':<11}  "
-            f"{'in flight per rank':<18} {'MiB per rank'}")
+    # at most 100 characters a line (an output box cuts what is longer): the framework
+    # heads its rows, and the notes are wrapped
+    head = (f"{'schedule':<24} {'m':>2} {'v':>1} {'formula':>7} {'equal':>6} "
+            f"{'unequal':>7} {'measured':>8} {'(range)':<11} {'held':<6} MiB held")
     lines = [head, "-" * len(head)]
     for fw, rs in rows_by_framework.items():
+        lines.append(f"{fw}:")
         for r in rs:
             spread = f"({min(r.bubbles):.0%}-{max(r.bubbles):.0%})"
             held = ", ".join(str(n) for n in r.in_flight)
             mib = ", ".join(f"{b / MIB:.2f}" for b in r.in_flight_bytes)
-            lines.append(f"{fw:8} {r.schedule:<24} {r.micro:>2} {r.virtual:>1}   "
-                         f"{r.formula:>15.1%} {r.equal:>6.1%} {r.unequal:>7.1%} "
-                         f"{r.bubble:>8.1%} {spread:<11}  {held:<18} {mib}")
-    lines.append("equal: the run's own order replayed on equal stages with free "
-                 "transfers (where W is split off, f = b = w); unequal: replayed on the "
-                 "stages' measured pass times.")
-    lines.append("in flight: micro-batches one rank held activations of at most (one "
-                 "per stage it holds); MiB: the bytes their forwards saved.")
+            lines.append(f"{r.schedule:<24} {r.micro:>2} {r.virtual:>1} "
+                         f"{r.formula:>7.1%} {r.equal:>6.1%} {r.unequal:>7.1%} "
+                         f"{r.bubble:>8.1%} {spread:<11} {held:<6} {mib}")
+    notes = ("formula, equal, unequal, measured: the idle share of a step (the bubble). "
+             "equal: the run's own order replayed on equal stages with free transfers "
+             "(where W is split off, f = b = w); unequal: replayed on the stages' "
+             "measured pass times. held: micro-batches one rank held activations of at "
+             "most, per rank (one per stage it holds); MiB held: the bytes their "
+             "forwards saved.")
+    lines += textwrap.wrap(notes, 96)
     return "\n".join(lines)
 
 

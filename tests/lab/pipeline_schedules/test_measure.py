@@ -110,6 +110,7 @@ def test_rows_read_a_run_back_and_the_figures_draw_it():
     assert r.bubbles == pytest.approx([1 / 5, 1 / 5]) and r.formula == pytest.approx(0.2)
     assert r.equal == pytest.approx(0.2) and r.unequal == pytest.approx(0.2)
     assert r.in_flight == [2, 1] and r.in_flight_bytes == [2 * 2**20, 2**20]
-    assert "1F1B" in schedule_table({"PyTorch": [r]})
+    table = schedule_table({"PyTorch": [r]})
+    assert "1F1B" in table and max(len(line) for line in table.splitlines()) <= 100
     assert len(timelines_figure(run, micro=4).axes) == 1
     assert len(comparison_figure({"PyTorch": [r]}, micro=4).axes) == 2
