@@ -10,12 +10,21 @@ each run; batch 3, d 6, hidden 8). Its backward pass is run with the course's f 
 of the notebook's (defined after the student's functions), so a mistake of task 1 is not
 counted twice:
 
-- 3: ``y`` equals the MLP on one device on every rank;
-- 1: the forward pass runs exactly one collective, an all-reduce of a ``(batch, d)`` tensor
-  holding rank ``r``'s partial sum ``gelu(x w1[:, block r] + b1[block r]) w2[block r, :]``
-  (plus ``b2`` or not), and no send or receive;
-- 2: backward, every rank's gradient of ``x`` equals the one-device MLP's, and the gradients
-  the ranks' ``w1``, ``b1``, ``w2`` receive add up to its gradients.
+- 3: ``y`` equals the MLP on one device on every rank, and came out of the method: among
+  the forward pass's collectives is an all-reduce of rank ``r``'s partial sum
+  ``gelu(x w1[:, block r] + b1[block r]) w2[block r, :]`` (plus ``b2`` or not). A rank that
+  computes the whole MLP gets y right with no communication at all, and is paid nothing;
+- 1: the forward pass runs exactly one collective, that all-reduce of a ``(batch, d)``
+  tensor, and no send or receive;
+- 2: backward, every rank's gradient of ``x`` equals the one-device MLP's; rank ``r``'s
+  ``w1``, ``b1``, ``w2`` receive the one-device gradient on block ``r`` and nothing outside
+  it (a dense model that scales its gradients by ``1/p`` has the right sum, not these); and
+  the backward pass runs exactly one collective, f's all-reduce of rank ``r``'s part of
+  x's gradient, ``dz[:, block r] w1[:, block r]^T``.
+
+The phases are the relay's (:func:`grader.checks.a10_tensor_parallel.forward_backward`): the
+forward pass is every collective the relay performed before it received ``y``, and ``y`` is
+what it received then, so a rank cannot move a forward collective into the backward pass.
 """
 from __future__ import annotations
 
@@ -25,7 +34,8 @@ from typing import Callable
 
 import numpy as np
 
-from grader.checks.a10_tensor_parallel import WORLD, example_inputs, fg_inputs, run_program
+from grader.checks.a10_tensor_parallel import (WORLD, example_inputs, fg_inputs,
+                                               forward_backward, run_program)
 from grader.checks.result import CheckResult
 
 __all__ = ["check_f_g", "check_tp_mlp", "check_all", "judge_f_g", "judge_tp_mlp", "f_g_case",
@@ -94,9 +104,11 @@ F_G_NAMES = [("a10: f's forward pass is the identity", 1),
              ("a10: f's backward pass all-reduces the gradient", 1),
              ("a10: g's forward pass all-reduces", 1),
              ("a10: g's backward pass is the identity", 1)]
-MLP_NAMES = [("a10: y equals the MLP on one device on every rank", 3),
+MLP_NAMES = [("a10: y equals the MLP on one device on every rank, by an all-reduce of "
+              "partial sums", 3),
              ("a10: one all-reduce forward, of each rank's partial sum", 1),
-             ("a10: the backward pass gives every rank the right gradients", 2)]
+             ("a10: the backward pass gives each rank its block's gradients, with one "
+              "all-reduce", 2)]
 
 
 def check_f_g(f: Callable, g: Callable, framework: str = "torch",
@@ -177,15 +189,10 @@ def _mlp_truth(t: dict, p: int) -> dict:
     by_rows = [_gelu(x[:, s] @ w1[s, :] + b1) @ w2 for s in rows]
     by_rows_nob1 = [_gelu(x[:, s] @ w1[s, :]) @ w2 for s in rows]
     return {"y": a @ w2 + b2, "dx": dz @ w1.T, "dw1": x.T @ dz, "db1": dz.sum(0),
-            "dw2": a.T @ dy, "b2": b2,
+            "dw2": a.T @ dy, "b2": b2, "blocks": blocks,
             "partial": [_gelu(x @ w1[:, s] + b1[s]) @ w2[s, :] for s in blocks],
+            "partial_dx": [dz[:, s] @ w1[:, s].T for s in blocks],
             "by_rows": [sum(by_rows) + b2, sum(by_rows_nob1) + b2, sum(by_rows) + p * b2]}
-
-
-def _forward_events(log: dict) -> list[dict]:
-    events = log.get("events", [])
-    end = next((i for i, e in enumerate(events) if e["name"] == "mark"), len(events))
-    return events[:end]
 
 
 def check_tp_mlp(tp_mlp: Callable, framework: str = "torch",
@@ -214,18 +221,37 @@ def judge_tp_mlp(logs: list[dict], inputs: list[dict]) -> list[CheckResult]:
          "hidden": inputs[0]["w1"].shape[1]}
     p = len(inputs)
     truth = _mlp_truth(inputs[0], p)
-    ys = [log["got"].get("y") for log in logs]
-    fwd = [_forward_events(log) for log in logs]
+    fwd, ys, bwd = zip(*[forward_backward(log) for log in logs])
     return [_check_y(names[0], ys, fwd, truth, p, s), _check_forward_comm(names[1], logs, fwd, truth, s),
-            _check_backward(names[2], logs, truth)]
+            _check_backward(names[2], logs, bwd, truth)]
+
+
+def _reduces(event: dict, *wants) -> bool:
+    """Whether a recorded collective is an all-reduce of one tensor equal to one of ``wants``."""
+    return event["name"] == "all_reduce" and len(event["t"]) == 1 and \
+        any(_near(event["t"][0], w) for w in wants)
 
 
 def _check_y(name, ys, fwd, truth, p, s) -> CheckResult:
     name, pts = name
-    if all(_near(y, truth["y"]) for y in ys):
-        return CheckResult(name, pts, pts, f"{p} ranks, batch {s['batch']}, d {s['d']}, hidden "
-                                           f"{s['hidden']}: y matches (rtol {TOL_A10[0]:g})")
     part, b2 = truth["partial"], truth["b2"]
+    if all(_near(y, truth["y"]) for y in ys):
+        if all(any(_reduces(e, pr, pr + b2) for e in ev) for ev, pr in zip(fwd, part)):
+            return CheckResult(name, pts, pts, f"{p} ranks, batch {s['batch']}, d {s['d']}, hidden "
+                                               f"{s['hidden']}: y matches (rtol {TOL_A10[0]:g}), "
+                                               "summed by an all-reduce of partial sums")
+        lonely = [r for r, ev in enumerate(fwd) if not ev]
+        what = ("no collective in the forward pass" if lonely else
+                "no all-reduce of each rank's partial sum in the forward pass")
+        return CheckResult(name, 0, pts, f"y is right, but {what}: y was not computed by "
+                                         "tensor parallelism",
+                           expected="rank r all-reduces gelu(x w1[:, block r] + b1[block r]) "
+                                    "w2[block r, :], and y is that sum plus b2",
+                           seen=f"forward collectives per rank: {[len(ev) for ev in fwd]}",
+                           hint="a rank that computes the whole MLP (or any block but its own) "
+                                "does every rank's work and holds every weight's gradient: rank "
+                                "r computes with its own columns of w1 and rows of w2 only, "
+                                "and g all-reduces the partial sums")
     hidden_ar = any(e["name"] == "all_reduce" and e["shapes"] and e["shapes"][0][-1:] == [s["hidden"] // p]
                     for ev in fwd for e in ev)
     if all(_near(y, pr) or _near(y, pr + b2) for y, pr in zip(ys, part)):
@@ -270,9 +296,7 @@ def _check_forward_comm(name, logs, fwd, truth, s) -> CheckResult:
         return CheckResult(name, 0, pts, f"{max(counts)} collectives in the forward pass", expected=want,
                            seen=seen, hint="one all-reduce only, after the second linear: the "
                                            "first linear's columns need no communication")
-    ok = all(ev[0]["name"] == "all_reduce" and len(ev[0]["t"]) == 1 and
-             (_near(ev[0]["t"][0], pr) or _near(ev[0]["t"][0], pr + truth["b2"]))
-             for ev, pr in zip(fwd, truth["partial"]))
+    ok = all(_reduces(ev[0], pr, pr + truth["b2"]) for ev, pr in zip(fwd, truth["partial"]))
     if ok:
         return CheckResult(name, pts, pts, "one all-reduce per rank, of its own block's partial sum")
     return CheckResult(name, 0, pts, "the all-reduced tensor is not the rank's partial sum",
@@ -281,7 +305,18 @@ def _check_forward_comm(name, logs, fwd, truth, s) -> CheckResult:
                                        "b1, the same rows of w2")
 
 
-def _check_backward(name, logs, truth) -> CheckResult:
+def _own_block(truth: dict, key: str, r: int) -> np.ndarray:
+    """Rank ``r``'s share of a weight's one-device gradient: its block, zero elsewhere."""
+    want = np.zeros_like(truth[key])
+    s = truth["blocks"][r]
+    if key == "dw1":
+        want[:, s] = truth[key][:, s]
+    else:                     # db1's entries, dw2's rows
+        want[s] = truth[key][s]
+    return want
+
+
+def _check_backward(name, logs, bwd, truth) -> CheckResult:
     name, pts = name
     err = next((log["got"]["backward_error"] for log in logs if "backward_error" in log["got"]), None)
     if err:
@@ -290,18 +325,38 @@ def _check_backward(name, logs, truth) -> CheckResult:
     dx_ok = all(_near(log["got"]["dx"], truth["dx"]) for log in logs)
     sums = {k: np.sum([log["got"][k] for log in logs], axis=0) for k in ("dw1", "db1", "dw2")}
     w_ok = all(_near(sums[k], truth[k]) for k in sums)
-    if dx_ok and w_ok:
-        return CheckResult(name, pts, pts, "x's gradient on every rank and the weights' "
-                                           "gradients summed over ranks match")
+    own_ok = all(_near(log["got"][k], _own_block(truth, k, r))
+                 for r, log in enumerate(logs) for k in ("dw1", "db1", "dw2"))
+    comm_ok = all(len(ev) == 1 and _reduces(ev[0], pdx)
+                  for ev, pdx in zip(bwd, truth["partial_dx"]))
+    if dx_ok and own_ok and comm_ok:
+        return CheckResult(name, pts, pts, "x's gradient on every rank, each rank's block of the "
+                                           "weights' gradients, and f's one all-reduce match")
     seen = f"x's gradient {'matches' if dx_ok else 'differs'} (rank 0); weights' gradients " \
-           f"summed over ranks {'match' if w_ok else 'differ'}"
-    if not dx_ok and w_ok:
+           f"summed over ranks {'match' if w_ok else 'differ'}; each rank's outside its block " \
+           f"{'zero' if own_ok or not w_ok else 'not zero'}; backward collectives per rank " \
+           f"{[len(ev) for ev in bwd]}"
+    if dx_ok and w_ok and not own_ok:
+        hint = ("the weights' gradients add up, but each rank's are not its own block's: a rank "
+                "that computes with every weight (and scales its gradients) is not tensor "
+                "parallel. Rank r uses only columns of its block of w1 and b1 and the same rows "
+                "of w2, so the other blocks get no gradient on it")
+    elif dx_ok and own_ok:
+        hint = (f"the backward pass ran {[len(ev) for ev in bwd]} collectives (rank 0, rank 1): "
+                "f's all-reduce of each rank's part of x's gradient is the only one (g's "
+                "backward is the identity)")
+    elif not dx_ok and w_ok:
         hint = ("x's gradient is each rank's partial: f (identity forward, all-reduce backward) "
                 "goes on x before the first linear")
     else:
         hint = "f on x before the first linear, g on the second linear's output, nothing else"
-    return CheckResult(name, 0, pts, "the gradients differ from the MLP on one device",
-                       expected="every rank: x's gradient = the one-device MLP's", seen=seen, hint=hint)
+    message = ("each rank's weights' gradients are not its own block's" if dx_ok and w_ok and not own_ok
+               else "the backward pass's collectives are not f's one all-reduce" if dx_ok and own_ok
+               else "the gradients differ from the MLP on one device")
+    return CheckResult(name, 0, pts, message,
+                       expected="every rank: x's gradient = the one-device MLP's; rank r's weights: "
+                                "the one-device gradient on block r, 0 elsewhere; one all-reduce "
+                                "backward", seen=seen, hint=hint)
 
 
 def check_all(f: Callable, g: Callable, tp_mlp: Callable, framework: str = "torch") -> list[CheckResult]:

@@ -11,9 +11,11 @@ after the second, ``b2`` added once, after ``g``. Every rank is given the whole 
 The ranks run as assignment 7's (:func:`grader.ranks.relay.run_ranks`): each rank alone, in a
 sandbox of its own when graded, with a stand-in ``dist`` whose every call its trusted relay
 performs on gloo and records (name, shapes, the values the rank handed over, in order). In
-the rank a course *driver* below calls the student's functions, runs the backward pass (after
-a mark, so that the relay's record tells the forward pass's all-reduces from the backward
-pass's) and returns the named results. Values are compared, never times; the inputs are a new
+the rank a course *driver* below calls the student's functions, hands ``y`` to the relay as
+the forward pass ends (``deliver``), runs the backward pass and returns the named results.
+The relay stamps each collective with its phase: the forward pass is what came before the
+relay received ``y``, so no collective that shaped ``y`` can be counted as the backward
+pass's (:func:`forward_backward`). Values are compared, never times; the inputs are a new
 random draw each graded run.
 
 This module holds what a student's notebook may import: the drivers, the notebook's worked
@@ -35,7 +37,7 @@ from ..ranks.relay import run_ranks
 from .result import CheckResult
 
 __all__ = ["run_program", "drive_f_g", "drive_mlp", "example_inputs", "fg_inputs",
-           "drive_variants", "variant_logs", "public_f_g", "public_tp_mlp", "public_f_g_verdict",
+           "drive_variants", "variant_logs", "forward_backward", "public_f_g", "public_tp_mlp", "public_f_g_verdict",
            "public_tp_mlp_verdict", "PREAMBLE", "WORLD", "TIMEOUT_S"]
 
 TIMEOUT_S = 25.0       # a correct run takes a few seconds; this only bounds a deadlock
@@ -100,9 +102,10 @@ def drive_f_g(module: Any, t: dict, rank: int, world: int) -> dict:
 
 
 def drive_mlp(module: Any, t: dict, rank: int, world: int) -> dict:
-    """In a rank: ``tp_mlp`` forward on leaves that collect gradients, a mark, then the
-    backward pass with ``dy``; ``y`` and every gradient (or the error)."""
-    from grader.ranks.stub import mark
+    """In a rank: ``tp_mlp`` forward on leaves that collect gradients, ``y`` delivered to the
+    relay (the forward pass ends there), then the backward pass with ``dy``; ``y`` and every
+    gradient (or the error)."""
+    from grader.ranks.stub import deliver
 
     leaves = {k: _leaf(t[k]) for k in ("x", "w1", "b1", "w2", "b2")}
     out: dict = {}
@@ -112,7 +115,7 @@ def drive_mlp(module: Any, t: dict, rank: int, world: int) -> dict:
         out["y"] = y.detach().clone()
     except Exception as e:  # noqa: BLE001
         return {"error": _error(e)}
-    mark("backward")
+    deliver("forward", {"y": out["y"]})
     try:
         (y * t["dy"]).sum().backward()
         out.update({f"d{k}": _grad(v) for k, v in leaves.items()})
@@ -125,39 +128,55 @@ def drive_variants(module: Any, t: dict, rank: int, world: int) -> dict:
     """In a rank: several notebooks' functions in one launch of the ranks (the tests grade
     many answers so; starting the ranks costs seconds). ``module.VARIANTS`` lists
     ``(name, source, driver)``; each source runs in a namespace of its own holding what the
-    preamble imports, after a mark ``variant:<name>``; results are named ``<name>/<result>``."""
+    preamble imports, and ends with a delivery ``variant:<name>``; results are named
+    ``<name>/<result>``."""
     import types
 
-    from grader.ranks.stub import mark
+    from grader.ranks.stub import deliver
 
     out: dict = {}
     for name, source, driver in module.VARIANTS:
-        mark(f"variant:{name}")
         ns = {k: getattr(module, k) for k in ("np", "torch", "paddle", "dist") if hasattr(module, k)}
         try:
             exec(compile(source, f"<{name}>", "exec"), ns)
             got = globals()[driver](types.SimpleNamespace(**ns), t, rank, world)
         except Exception as e:  # noqa: BLE001
             got = {"error": _error(e)}
+        deliver(f"variant:{name}", {})
         out.update({f"{name}/{k}": v for k, v in got.items()})
     return out
 
 
 def variant_logs(logs: list[dict], name: str) -> list[dict]:
     """One variant's part of :func:`drive_variants`' logs, shaped like a run of its own (its
-    results, and the events between its mark and the next variant's)."""
+    results, its phases and its events, phases counted from its own start)."""
     out = []
     for log in logs:
-        events, keep = [], False
-        for e in log.get("events", []):
-            if e["name"] == "mark" and e["label"].startswith("variant:"):
-                keep = e["label"] == f"variant:{name}"
-                continue
-            if keep:
-                events.append(e)
+        labels = [p["label"] for p in log["phases"]]
+        end = labels.index(f"variant:{name}")
+        start = max([i + 1 for i, lab in enumerate(labels[:end]) if lab.startswith("variant:")],
+                    default=0)
+        events = [{**e, "phase": e["phase"] - start} for e in log.get("events", [])
+                  if start <= e["phase"] <= end]
         got = {k.split("/", 1)[1]: v for k, v in log["got"].items() if k.startswith(f"{name}/")}
-        out.append({**log, "events": events, "got": got})
+        out.append({**log, "events": events, "phases": log["phases"][start:end], "got": got})
     return out
+
+
+def forward_backward(log: dict) -> tuple[list[dict], Any, list[dict]]:
+    """A ``drive_mlp`` rank's forward pass as the relay recorded it: ``(forward events, y,
+    backward events)``. The forward pass ends where the relay received the last ``y`` before
+    the end: its collectives are those stamped before it, ``y`` is what was delivered then
+    (not what the rank returned later), and every collective after it is the backward pass's.
+    A delivery the student's code made itself only moves collectives into the forward pass
+    (``y`` None: no ``y`` was delivered)."""
+    ends = [i for i, p in enumerate(log.get("phases", [])) if p["label"] == "forward"]
+    events = log.get("events", [])
+    if not ends:
+        return events, None, []
+    end = ends[-1]
+    return ([e for e in events if e["phase"] <= end], log["phases"][end]["got"].get("y"),
+            [e for e in events if e["phase"] > end])
 
 
 # -- the judge's (or the notebook's) side ------------------------------------------------------
@@ -303,23 +322,20 @@ def public_tp_mlp_verdict(logs: list[dict] | str) -> CheckResult:
     if failed:
         return CheckResult(name, 0, 1, failed, expected="both ranks return y",
                            hint="the line above is the rank's error")
-    shapes = [tuple(np.shape(log["got"].get("y"))) for log in logs]
+    ys = [forward_backward(log)[1] for log in logs]     # y as the forward pass ended
+    shapes = [tuple(np.shape(y)) for y in ys]
     if any(s != want.shape for s in shapes):
         return CheckResult(name, 0, 1, "wrong shape", expected=f"{want.shape} on each rank",
                            seen=str(shapes), hint="return y, the whole MLP output, on every rank")
-    wrong = [r for r, log in enumerate(logs) if not _allclose_a10(log["got"]["y"], want)]
+    wrong = [r for r, y in enumerate(ys) if not _allclose_a10(y, want)]
     if wrong:
         return CheckResult(name, 0, 1, f"rank(s) {wrong}: y differs from the MLP on one device",
                            expected=f"y[0] = {np.round(want[0], 4).tolist()}",
-                           seen=f"y[0] on rank {wrong[0]} = {np.round(logs[wrong[0]]['got']['y'][0], 4).tolist()}",
+                           seen=f"y[0] on rank {wrong[0]} = {np.round(ys[wrong[0]][0], 4).tolist()}",
                            hint="the example below the task prints both; "
                                 "column blocks of w1, the same rows of w2, g after the second "
                                 "linear, b2 once", advisory=True)
-    counts = []
-    for log in logs:
-        events = log.get("events", [])
-        end = next((i for i, e in enumerate(events) if e["name"] == "mark"), len(events))
-        counts.append(len(events[:end]))
+    counts = [len(forward_backward(log)[0]) for log in logs]
     if any(c != 1 for c in counts):
         return CheckResult(name, 0, 1, f"y is right, but the forward pass ran {counts} collectives "
                                        "(rank 0, rank 1)",

@@ -19,6 +19,13 @@ counts through the caller's frame. So :func:`run_ranks` splits each rank in two:
   process group and counts it: peers, messages, elements, collectives called. It returns
   those counts with the values the student's function returned.
 
+Phases (assignment 10's forward and backward pass) are the relay's own count: a course
+driver hands the relay a phase's results (``deliver``, e.g. the forward pass's ``y``) when
+the phase ends, and the relay stamps each collective with the number of results delivered
+before it. A collective stamped after ``y`` was delivered happened after ``y`` was fixed,
+so it cannot have shaped ``y``, whoever sent the delivery; there is no request that says
+"count what follows as another phase".
+
 The student ranks start first, so their imports overlap the relays' start. Messages between
 a relay and its student rank are data only (:mod:`grader.wire`, within its limits). A rank
 that never finishes is stopped with the relays at ``timeout``
@@ -51,6 +58,7 @@ JOB_TMP = "COURSE_JOB_TMP"     # set by the grading job (grader.grading.sandbox.
 MAX_PENDING = 10_000           # isend / irecv not waited for yet
 MAX_EVENTS = 64                # collectives and marks recorded with their values
 MAX_RESULTS = 256              # named arrays a course driver may return
+MAX_PHASES = 64                # results a course driver may deliver before the end
 STARTUP_S = 120.0              # starting the ranks' processes (imports) on a busy machine
 SOCKET = "rank.sock"           # in each rank's folder, where the rank waits for its relay
 _BOOT = ("import os, sys; sys.path.insert(0, {root!r}); "
@@ -189,8 +197,10 @@ def run_ranks(program: dict, inputs: list, framework: str = "torch",
     with ``x`` = ``inputs[r]`` as a tensor of ``framework``; each rank's log, in rank order:
     ``got`` (float32 array of what it returned, or ``x`` if it returned ``None``),
     ``sent_to``, ``sent_elems``, ``recvs``, ``collectives``, ``events`` (each collective with
-    its tensors' shapes and the values the rank handed over, and a driver's marks, in order:
-    at most ``MAX_EVENTS``), or ``error`` (the student's exception). With ``"driver"`` in
+    its tensors' shapes, the values the rank handed over and its ``phase``, in order: at most
+    ``MAX_EVENTS``), ``phases`` (each ``{"label", "got"}`` a driver delivered, in order; a
+    collective's ``phase`` is how many had been delivered before it), or ``error`` (the
+    student's exception). With ``"driver"`` in
     ``program`` (assignment 10), ``inputs[r]`` is a dict of named arrays and ``got`` the
     driver's named results (:func:`grader.ranks.stub.main`). ``program`` is ``{"module": name, "name": fn}`` for an importable function,
     plus ``"source"`` for one that travels as text.
@@ -254,7 +264,7 @@ def relay_rank(rank: int, world: int, sockets: list[str], ended: list[str], prog
         import paddle.distributed as dist
     sock = _connect(sockets[rank], ended[rank], ready_by)
     log: dict[str, Any] = {"sent_to": [], "sent_elems": 0, "recvs": 0, "collectives": [],
-                           "events": []}
+                           "events": [], "phases": []}
     wire.send_value(sock, {"framework": framework, "rank": rank, "world": world,
                            "program": program, "x": inputs[rank]})
     deadline = time.monotonic() + timeout
@@ -364,8 +374,13 @@ def _perform(dist, framework: str, rank: int, world: int, msg: dict, log: dict,
             raise ValueError("wait() on a request that is not pending")
         _finish(work, deadline)
         return {"t": buf}
-    if op == "mark":      # a course driver says where a phase begins (e.g. "backward")
-        _event(log, {"name": "mark", "label": str(msg.get("label"))[:40]})
+    if op == "deliver":   # a phase's results (a10: the forward pass's y): fixed from now on
+        got = msg.get("got")
+        if not isinstance(got, dict):
+            raise ValueError("a phase's results are named arrays")
+        if len(log["phases"]) >= MAX_PHASES:
+            raise ValueError(f"more than {MAX_PHASES} phases delivered")
+        log["phases"].append({"label": str(msg.get("label"))[:40], "got": _got(got)})
         return {}
     if op == "barrier":
         _finish(_async(dist, framework, "barrier"), deadline)
@@ -390,8 +405,10 @@ def _perform(dist, framework: str, rank: int, world: int, msg: dict, log: dict,
 
 
 def _event(log: dict, event: dict) -> None:
-    """Record a collective (its name, its tensors' shapes and the values it was given) or a
-    mark, in order; past ``MAX_EVENTS`` only the count grows."""
+    """Record a collective (its name, its tensors' shapes and the values it was given), in
+    order, stamped with the phase the relay counts it in (results delivered before it);
+    past ``MAX_EVENTS`` only the count grows."""
+    event["phase"] = len(log["phases"])
     if len(log["events"]) < MAX_EVENTS:
         log["events"].append(event)
     else:

@@ -185,6 +185,36 @@ def tp_mlp(x, w1, b1, w2, b2, rank, world_size):
     return torch.nn.functional.gelu(x @ w1 + b1) @ w2 + b2
 '''
 
+# the whole MLP on every rank, its weights' gradients scaled by 1 / world_size so that
+# they add up over the ranks: right values everywhere, no communication, nothing split
+MLP_DENSE_SCALED = '''
+def tp_mlp(x, w1, b1, w2, b2, rank, world_size):
+    class _Scale(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, t):
+            return t.clone()
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad / world_size
+    w1, b1, w2 = _Scale.apply(w1), _Scale.apply(b1), _Scale.apply(w2)
+    return torch.nn.functional.gelu(x @ w1 + b1) @ w2 + b2
+'''
+
+# Megatron's forward, plus a second all-reduce hidden from the forward pass's count by
+# telling the relay that the forward pass has ended (a10's old phase marker, or a delivery
+# of y made by the answer itself)
+MLP_HIDDEN_SECOND_ALL_REDUCE = MLP_TORCH_CHUNK.replace(
+    "    return g(torch.matmul(h, b)) + b2", '''    y = g(torch.matmul(h, b)) + b2
+    import grader.ranks.stub as course
+    if hasattr(course, "mark"):
+        course.mark("backward")
+    else:
+        course.deliver("forward", {"y": y.detach()})
+    extra = x.detach().clone()
+    dist.all_reduce(extra)
+    return y''')
+
 CORRECT = {
     "torch_view_chunk": {"f_g": FG_TORCH_VIEW, "tp_mlp": MLP_TORCH_CHUNK},
     "torch_direct_all_reduce": {"f_g": FG_TORCH_VIEW, "tp_mlp": MLP_TORCH_DIRECT},
@@ -204,6 +234,12 @@ WRONG = {
     "two_all_reduces": ({"tp_mlp": MLP_TWO_ALLREDUCES}, None, [0, 0, 0], "2 all-reduces"),
     # carol's sample: f and g as released, and the whole MLP on every rank
     "f_g_as_released": ({"f_g": FG_RELEASED}, [0, 0, 0, 0], None, "NotImplementedError"),
-    "mlp_all_local": ({"tp_mlp": MLP_ALL_LOCAL}, None, [3, 0, 0], "no collective in the forward pass"),
+    "mlp_all_local": ({"tp_mlp": MLP_ALL_LOCAL}, None, [0, 0, 0], "no collective in the forward pass"),
+    # issue 32.5: a dense model that scales its gradients had y's 3 and the backward's 2
+    "dense_scaled_gradients": ({"tp_mlp": MLP_DENSE_SCALED}, None, [0, 0, 0],
+                               "no collective in the forward pass"),
+    # issue 32.5: a rank that ends the forward pass early to hide an all-reduce had 6 of 6
+    "hidden_second_all_reduce": ({"tp_mlp": MLP_HIDDEN_SECOND_ALL_REDUCE}, None, [3, 0, 2],
+                                 "2 collectives in the forward pass"),
 }
 

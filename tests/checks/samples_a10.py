@@ -10,7 +10,7 @@ from tests.checks import a10_solutions as s10
 from tests.checks import samples_a5_a8 as samples
 
 A = "a10_tensor_parallel"
-SCORES = {"alice": (4, 6), "bob": (3, 3), "carol": (0, 3)}   # (f_g, tp_mlp) as graded
+SCORES = {"alice": (4, 6), "bob": (3, 3), "carol": (0, 0)}   # (f_g, tp_mlp) as graded
 
 
 def main() -> None:

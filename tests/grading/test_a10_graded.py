@@ -7,7 +7,7 @@ small class, graded once:
   (slices, ``dist.all_reduce`` called directly in place of g): 4 + 6;
 - ``bob`` (committed sample): f's backward without the all-reduce, b2 inside g: 3 + 3, each
   test cell's feedback naming its mistake;
-carol's sample (f and g as released, the whole MLP on every rank: 0 + 3) is left to
+carol's sample (f and g as released, the whole MLP on every rank: 0 + 0) is left to
 ``tests/checks/test_a10_tensor_parallel.py`` (``f_g_as_released``, ``mlp_all_local``): each
 notebook here costs four launches of the ranks.
 
