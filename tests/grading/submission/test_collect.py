@@ -189,6 +189,27 @@ def test_what_is_not_one_notebook_of_the_assignment_is_refused(course, tmp_path)
     assert not (course / "submitted").exists()
 
 
+
+def test_a_submission_put_there_by_hand_and_what_is_over_the_limits_are_not_collected(
+        course, tmp_path):
+    from grader.grading.config import SubmissionLimits
+
+    by_hand = course / "submitted" / "ann" / A1
+    by_hand.mkdir(parents=True)
+    (by_hand / f"{A1}.ipynb").write_bytes(b"{}")                # no timestamp.txt
+    _upload(course, _zip(tmp_path, _answer("alice"), "ann", T0), "ann", "a.zip", received=T0)
+    (row,) = collect(course, A1)
+    assert row.status == "kept" and "has no timestamp.txt (put there by hand?)" in row.said
+    assert (by_hand / f"{A1}.ipynb").read_bytes() == b"{}"
+    _upload(course, _answer("bob"), "bob", "b.ipynb", received=T0)
+    small = SubmissionLimits(max_notebook_mb=0.01, max_total_mb=1)
+    rows = {r.path.name: r for r in collect(course, A1, limits=small)}
+    assert rows["a.zip"].status == "refused" and "more than max_notebook_mb = 0.01" in rows["a.zip"].said
+    assert rows["b.ipynb"].status == "refused" and "larger than 0.01 MB" in rows["b.ipynb"].said
+    tiny = SubmissionLimits(max_total_mb=0.001)
+    rows = {r.path.name: r for r in collect(course, A1, limits=tiny)}
+    assert "larger than 0.001 MB" in rows["a.zip"].said
+
 def test_a_roster_that_is_wrong_names_the_line(course, tmp_path, capsys):
     roster = tmp_path / "r.csv"
     roster.write_text("file,student,received\nx.zip,ann,2026-12-02 00:00:00\n")
