@@ -1,7 +1,7 @@
 """A student outside the hub (issue 20): a fresh environment with only Jupyter, a notebook
 downloaded from the book, and the wheel beside it. Its set-up cell installs the course
 package and the notebook's one framework (pinned, the CPU build), its public checks run
-against a correct answer, and one command hands it in (the zip nbgrader's zip_collect takes:
+against a correct answer, and one command hands it in (the zip the instructor's collect step takes:
 tests/grading/submission/test_collect.py)."""
 import os
 import shutil
