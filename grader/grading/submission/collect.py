@@ -204,7 +204,8 @@ def read(upload: Upload, assignment: str, names: list[str], limits: SubmissionLi
                     f"but the platform received it from {shown(upload.owner)}: not collected, "
                     f"and no submission of either student was changed. Ask "
                     f"{shown(upload.owner)} (a student hands in their own work under their "
-                    f"own id); the upload stays where it is")
+                    f"own id: one who typed another id hands in again with their own); the "
+                    f"upload stays where it is")
             said = datetime.strptime(claim["time"], _STAMP).replace(tzinfo=timezone.utc)
             if said > upload.received:
                 notes.append(f"the zip's own time {_shown_time(said)} is later than the "
