@@ -20,8 +20,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m grader.grading", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--course", default="exercises", help="nbgrader course directory")
-    p.add_argument("--student", action="append", help="grade only this student (repeatable)")
-    p.add_argument("--assignment", action="append", help="grade only this assignment (repeatable)")
+    p.add_argument("--student", action="append", help="grade only this student (repeatable; a name with no folder in submitted/ is an error that lists those there are)")
+    p.add_argument("--assignment", action="append", help="grade only this assignment (repeatable; a name not in source/ is an error that lists those there are)")
     p.add_argument("--workers", type=int, help="students graded at once (default: course.toml's "
                    f"workers, else {WORKERS_PER_CORE} per core)")
     p.add_argument("--regrade", action="store_true",
