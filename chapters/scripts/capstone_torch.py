@@ -31,6 +31,7 @@ from torch.distributed.tensor import DTensor, Replicate
 from torch.distributed.tensor.debug import CommDebugMode
 from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
                                                parallelize_module)
+from torch.utils.flop_counter import FlopCounterMode
 
 # CommDebugMode's module tracker warns when a module's input needs no gradient
 warnings.filterwarnings("ignore", message="Full backward hook")
@@ -62,7 +63,11 @@ class Block(nn.Module):
         # -1: the heads this rank holds (all of them, or its tensor-parallel share)
         q, k, v = (w(h).view(b, s, -1, WIDTH // HEADS).transpose(1, 2)
                    for w in (self.wq, self.wk, self.wv))
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        # the attention's two products written out: FlopCounterMode has no formula
+        # for the CPU kernel of scaled_dot_product_attention
+        scores = q @ k.transpose(-2, -1) / math.sqrt(WIDTH // HEADS)
+        future = torch.ones(s, s, dtype=torch.bool).triu(1)
+        a = scores.masked_fill(future, float("-inf")).softmax(-1) @ v
         x = x + self.wo(a.transpose(1, 2).reshape(b, s, -1))
         return x + self.w2(F.gelu(self.w1(self.norm2(x))))
 
@@ -106,10 +111,15 @@ class CommSizes(CommDebugMode):
     """CommDebugMode's dispatch-level count of collectives, with the bytes of each
     (its largest tensor: an all-gather's output, a reduce-scatter's input) and the
     pipeline's sends and receives, which CommDebugMode does not count. Its tracker of
-    modules stays off: it loses its place in the stages a pipeline schedule runs."""
+    modules stays off: it loses its place in the stages a pipeline schedule runs.
+
+    It also counts this rank's FLOPs with FlopCounterMode's formulas, on the local
+    tensors: FlopCounterMode itself, entered here, would see a DTensor's product at
+    its global shape, the whole product on every tensor-parallel rank."""
 
     def __enter__(self):
         self.ops = []                                   # (name, bytes), in order
+        self.counter, self.flops = FlopCounterMode(display=False), 0
         torch.utils._python_dispatch.TorchDispatchMode.__enter__(self)
         return self
 
@@ -121,6 +131,9 @@ class CommSizes(CommDebugMode):
             return NotImplemented          # let DTensor turn itself into collectives
         out = func(*args, **(kwargs or {}))
         packet = getattr(func, "_overloadpacket", None)
+        if packet in self.counter.flop_registry:
+            self.flops += self.counter.flop_registry[packet](*args, **(kwargs or {}),
+                                                            out_val=out)
         if packet in WIRE or packet in self.comm_registry:
             flat = torch.utils._pytree.tree_leaves((args, kwargs))
             size = max(t.numel() * t.element_size() for t in flat
@@ -229,31 +242,35 @@ def train(layout: str, control: bool = False) -> dict:
             opt.zero_grad()
         times.append(time.perf_counter() - start)
         if step == 1:            # a step after the first, whose caches are warm
-            counts = comm.ops
+            counts, flops = comm.ops, comm.flops
         # the batch's mean loss: the last stage's mean over its rows, averaged over
         # the data-parallel ranks (one tensor-parallel rank of each counts)
         mine = loss.detach() / dp if last and mesh["tp"].get_local_rank() == 0 else None
         total = torch.zeros(()) if mine is None else mine.clone()
         dist.all_reduce(total)
         losses.append(total.item())
+    every = [0] * dist.get_world_size()
+    dist.all_gather_object(every, flops)            # each rank's count of step 1
     return {"layout": layout, **d, "control": control, "losses": losses,
-            "step_s": times, "collectives": counts,
+            "step_s": times, "collectives": counts, "flops": every,
             "state_bytes": sum(p.to_local().numel() * 4 if isinstance(p, DTensor)
                                else p.numel() * 4 for p in model.parameters())}
 
 
-def alone() -> list[float]:
-    """The whole model in one process, whole batches: the reference loss curve."""
+def alone() -> tuple[list[float], int]:
+    """The whole model in one process, whole batches: the reference loss curve, and
+    the FLOPs of one step (forward and backward) as FlopCounterMode counts them."""
     model = Model()
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     out = []
     for step in range(STEPS):
-        loss = loss_fn(model(batch(step)[0]), batch(step)[1])
-        loss.backward()
+        with FlopCounterMode(display=False) as counter:
+            loss = loss_fn(model(batch(step)[0]), batch(step)[1])
+            loss.backward()
         opt.step()
         opt.zero_grad()
         out.append(loss.item())
-    return out
+    return out, counter.get_total_flops()
 
 
 def main() -> None:
@@ -266,7 +283,7 @@ def main() -> None:
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.set_num_threads(1)
-    ref = alone()
+    ref, ref_flops = alone()
     runs = []
     jobs = [(layout, False) for layout in args.layouts]
     jobs += [(args.control, True)] if args.control else []
@@ -289,6 +306,7 @@ def main() -> None:
         if args.out:
             with open(args.out, "w") as f:
                 json.dump({"world": world, "reference": ref, "runs": runs,
+                           "reference_flops": ref_flops,
                            "sizes": {"vocab": VOCAB, "width": WIDTH, "heads": HEADS,
                                      "blocks": BLOCKS, "seq": SEQ, "batch": BATCH,
                                      "steps": STEPS, "lr": LR, "micro": MICRO}}, f)

@@ -11,8 +11,8 @@ from .parity import (TOLERANCE, ParityRow, load, loss_figure, parity, parity_wor
                      worst_relative)
 from .records import (RECORD_16, read_record, record_words, script_digest,
                       write_record)
-from .tables import layout_rows, layout_table
+from .tables import flops_per_token, flops_words, layout_rows, layout_table, throughput_table
 
 __all__ = ["TOLERANCE", "ParityRow", "load", "parity", "parity_words", "worst_relative",
            "loss_figure", "RECORD_16", "read_record", "record_words", "script_digest", "write_record",
-           "layout_rows", "layout_table"]
+           "layout_rows", "layout_table", "flops_per_token", "flops_words", "throughput_table"]

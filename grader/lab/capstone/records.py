@@ -53,6 +53,6 @@ def record_words(record: dict | None) -> str:
     words = (f"Recorded on {record['date']} on {record['machine']} "
              f"(`{record['command']}`), not during this build")
     if record["stale"]:
-        words += (f"; **stale**: {record['script']} has changed since, so these "
+        words += (f"; stale: {record['script']} has changed since, so these "
                   "numbers are of an earlier version of the script")
     return words + "."

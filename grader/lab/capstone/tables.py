@@ -1,7 +1,11 @@
 """Measured beside predicted, per layout: the collectives rank 0 started in one step
 (counted and sized at the dispatcher, by the script's CommDebugMode subclass) against
 the planner's :func:`~grader.lab.planner.sharded.step_collectives` for the same
-:class:`~grader.lab.planner.composed.Layout`, and the measured time of a step.
+:class:`~grader.lab.planner.composed.Layout`, the measured time of a step, and the
+throughput: tokens per second, model FLOPs per token (FlopCounterMode's count of one
+process's step, against the planner's :meth:`~grader.lab.planner.sharded.Transformer.
+flops_per_token`) and the model FLOPs utilisation against a rate measured on this
+machine.
 """
 from __future__ import annotations
 
@@ -40,7 +44,10 @@ def layout_rows(record: dict) -> list[dict]:
         if run.get("control"):
             continue
         layout = Layout.parse(run["layout"], micro=record["sizes"]["micro"])
-        rows.append({"layout": layout, "step_s": statistics.median(run["step_s"][1:]),
+        step_s = statistics.median(run["step_s"][1:])
+        rows.append({"layout": layout, "step_s": step_s,
+                     "tokens_s": model.batch * model.seq / step_s,
+                     "flops": run.get("flops"),
                      "wall_s": run.get("wall_s"),
                      "measured": measured_ops(run), "predicted": predicted_ops(model, layout),
                      "measured_bytes": sum(b for _, b in run["collectives"])})
@@ -52,10 +59,40 @@ def _ops(c: Counter) -> str:
 
 
 def layout_table(rows: list[dict]) -> str:
-    lines = [f"{'layout':9} {'axes':22} {'step ms':>8}  collectives of rank 0 in a step"]
+    lines = [f"{'layout':9} {'axes':26} {'step ms':>8}  collectives of rank 0 in a step"]
     for r in rows:
         lay = r["layout"]
-        lines.append(f"{lay.text:9} {str(lay):22} {1e3 * r['step_s']:8.0f}  measured: "
+        lines.append(f"{lay.text:9} {str(lay):26} {1e3 * r['step_s']:8.0f}  measured: "
                      f"{_ops(r['measured'])}")
-        lines.append(f"{'':42}planner:  {_ops(r['predicted'])}")
+        lines.append(f"{'':46}planner:  {_ops(r['predicted'])}")
     return "\n".join(lines)
+
+
+def flops_per_token(record: dict) -> tuple[float, float]:
+    """(counted, planned): one process's step as FlopCounterMode counted it, per token;
+    the planner's 6 x (parameters but the embedding) + 12 x seq x width x blocks."""
+    model = model_of(record)
+    return record["reference_flops"] / (model.batch * model.seq), model.flops_per_token()
+
+
+def throughput_table(rows: list[dict], record: dict, rate: float, cores: int) -> str:
+    """Per layout: tokens/s, and the model FLOPs utilisation: the model's FLOPs of a
+    step over the step's time, against ``cores`` x ``rate`` (a core's measured
+    matrix-product rate: what this machine's cores reach together)."""
+    model = model_of(record)
+    per_token = record["reference_flops"] / (model.batch * model.seq)
+    lines = [f"{'layout':9} {'tokens/s':>9} {'GFLOP/s':>8} {'MFU':>6}"]
+    for r in rows:
+        achieved = per_token * r["tokens_s"]
+        lines.append(f"{r['layout'].text:9} {r['tokens_s']:9.0f} {achieved / 1e9:8.3f} "
+                     f"{achieved / (cores * rate):6.2%}")
+    return "\n".join(lines)
+
+
+def flops_words(records: list[dict]) -> str:
+    """Whether each layout's per-rank counts of step 1 add up to one process's count."""
+    off = [f"{r['layout']} ({sum(r['flops'])} against {rec['reference_flops']})"
+           for rec in records for r in rec["runs"] if sum(r["flops"]) != rec["reference_flops"]]
+    n = sum(len(rec["runs"]) for rec in records)
+    return (f"add up, over the ranks, to exactly one process's count in all {n} runs"
+            if not off else "do not add up to one process's count in " + ", ".join(off))

@@ -68,6 +68,32 @@ def test_the_collectives_the_page_explains(four):
     assert ops["1x2x1x2"]["send"] == ops["1x2x1x2"]["recv"] == micro
 
 
+def test_the_ranks_flops_add_up_to_one_process_in_every_layout(four):
+    """FlopCounterMode's formulas on each rank's local tensors, summed over the ranks:
+    the tensor-parallel splits (embedding and head included), the pipeline's stages and
+    micro-batches and the data-parallel shares of the batch each count their part."""
+    for run_ in four["runs"]:
+        assert len(run_["flops"]) == four["world"] and min(run_["flops"]) > 0
+        assert sum(run_["flops"]) == four["reference_flops"], run_["layout"]
+    # TP splits the products: its ranks count equal shares, not the whole product each
+    tp = next(r for r in four["runs"] if r["layout"] == "1x2x2x1")
+    assert tp["flops"][0] == four["reference_flops"] // 4
+
+
+def test_the_planners_flops_per_token_differ_by_the_biases_and_norms(four):
+    """The page's explanation of the gap: the planner counts 6 FLOPs per token for the
+    parameters FlopCounterMode does not see (biases, norms), nothing else differs."""
+    counted, planned = capstone.flops_per_token(four)
+    s = four["sizes"]
+    w, blocks = s["width"], s["blocks"]
+    products = blocks * 12 * w * w + w * s["vocab"]          # weights of the products
+    attention = 12 * s["seq"] * w * blocks
+    assert counted == 6 * products + attention
+    # every parameter but the embedding's, as the planner counts them
+    model_params = blocks * (12 * w * w + 10 * w) + (w + 1) * s["vocab"] + 2 * w
+    assert planned - counted == 6 * (model_params - products)
+
+
 @pytest.mark.timeout(900)
 def test_sixteen_ranks_four_axes_and_its_record(tmp_path):
     """The 4-D layout on 16 ranks; its record is (re)written when missing or stale (the
