@@ -223,12 +223,13 @@ def main() -> None:
     rows = [] if args.no_sweep else sweep(args.device, args.repeats)
     if dist.get_rank() == 0:
         print(f"MLP {dims}, batch {args.batch}, float32, {dist.get_world_size()} ranks "
-              f"on {args.device}; collectives counted by CommDebugMode in one step:")
+              f"on {args.device};\ncollectives counted by CommDebugMode in one step:")
         for r in results:
             ms = min(r["step_s"]) * 1e3
             print(f"  {r['plan']:<16} {ms:7.2f} ms/step (fastest), vs unsplit: loss "
-                  f"{r['loss_diff']:.0e}, weights {r['weight_diff']:.0e}; "
-                  f"{r['collectives']}")
+                  f"{r['loss_diff']:.0e}, weights {r['weight_diff']:.0e}")
+            for phase, ops in r["collectives"].items():
+                print(f"      {phase}: {ops or 'none'}")
         if rows:
             print(f"collectives timed, fastest of {args.repeats} (slowest rank):")
         for r in rows:

@@ -142,8 +142,8 @@ def tp_mlp(mesh) -> dict:
         print(f"MLP {DIMS}, batch {BATCH}, {STEPS} SGD steps, float32, "
               f"{dist.get_world_size()} ranks")
         for name, (w, _) in zip(("first (column-wise)", "second (row-wise)"), pairs):
-            print(f"  {name} layer: weight {w.shape} is {w.placements}, "
-                  f"rank 0 holds {w._local_value().shape}")
+            print(f"  {name} layer: weight {list(w.shape)} is {w.placements}, "
+                  f"rank 0 holds {list(w._local_value().shape)}")
         print("  losses, split  :", [round(v, 6) for v in losses])
         print("  losses, unsplit:", [round(v, 6) for v in ref_losses])
         print(f"  largest difference: loss {loss_diff:.1e}, weight {weight_diff:.1e}")

@@ -11,6 +11,7 @@
 import argparse
 import copy
 import json
+import logging
 import os
 import warnings
 
@@ -47,8 +48,13 @@ def reshards(mesh, device: str) -> list[dict]:
     parts = torch.randint(-4, 4, (world - 1, 256, 128), generator=gen).float()
     addend = (parts[rank] if rank < world - 1 else g - parts.sum(0)).to(device)
     g = g.to(device)
+    # On a CPU mesh DTensor runs Shard -> Shard as an all-gather (gloo has no all-to-all)
+    # and logs a warning about it on every rank, into the table below; the table's row
+    # shows the all-gather it ran and the page says why, so the warning is not printed.
+    logging.getLogger("torch.distributed.tensor._collective_utils").setLevel(logging.ERROR)
     if rank == 0:
-        print(f"{world} ranks on {device}, a 256 x 128 float32 matrix; rank 0 sees:")
+        print(f"{world} ranks on {device}, a 256 x 128 float32 matrix; rank 0 sees "
+              "(local shapes before -> after):")
     rows = []
     for src, dst in CASES:
         if src.is_partial():
@@ -64,7 +70,7 @@ def reshards(mesh, device: str) -> list[dict]:
         if rank == 0:
             ops = counts(comm)
             what = ", ".join(f"{op} x{n}" for op, n in ops.items()) or "nothing"
-            print(f"  {src!r:>12} -> {dst!r:<13} {what:<27} local {local_in} -> "
+            print(f"  {src!r:>12} -> {dst!r:<13} {what:<27} {local_in} -> "
                   f"{local_out}, exact: {exact}", flush=True)
     return rows
 
@@ -127,7 +133,9 @@ def tp_mlp(mesh, device: str) -> dict:
         print("  losses, split  :", [round(v, 6) for v in losses])
         print("  losses, unsplit:", [round(v, 6) for v in ref_losses])
         print(f"  largest difference: loss {loss_diff:.1e}, weight {weight_diff:.1e}")
-        print("  collectives in one step (CommDebugMode):", phases)
+        print("  collectives in one step (CommDebugMode):")
+        for phase, ops in phases.items():
+            print(f"    {phase}: {ops or 'none'}")
     return {"losses": losses, "ref_losses": ref_losses, "loss_diff": loss_diff,
             "weight_diff": weight_diff, "local_shapes": shapes, "collectives": phases}
 
