@@ -31,6 +31,7 @@ Only the standard library is used: the launcher imports this for every kernel st
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -452,11 +453,25 @@ class Watch(threading.Thread):
 
 
 def usage(root: str, most: int) -> tuple[int, int]:
-    """(entries, bytes on disk) below ``root``, counting no further than ``most`` entries."""
-    n, used, todo = 0, 0, [root]
-    while todo and n <= most:
+    """(entries, bytes on disk) below ``root``, counting no further than ``most`` entries.
+
+    The kernel can write below ``root`` while this (root) counts, so no path below it is
+    resolved: each folder is opened by name relative to its parent's descriptor, without
+    following a link (a folder swapped for a link after it was listed is not entered), and
+    nothing but folders is opened. One descriptor is held per level; a tree too deep for this
+    process's open files counts as over ``most``."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        top = os.open(root, flags)
+    except OSError:
+        return 0, 0
+    n, used = 0, 0
+    stack: list[tuple[int, list[str]]] = []
+    fd = top
+    while True:
+        subdirs: list[str] = []
         try:
-            with os.scandir(todo.pop()) as it:
+            with os.scandir(fd) as it:
                 for e in it:
                     n += 1
                     try:
@@ -465,11 +480,30 @@ def usage(root: str, most: int) -> tuple[int, int]:
                         continue
                     used += st.st_blocks * 512
                     if stat.S_ISDIR(st.st_mode):
-                        todo.append(e.path)
+                        subdirs.append(e.name)
                     if n > most:
                         break
         except OSError:
-            continue
+            pass
+        stack.append((fd, subdirs))
+        fd = -1
+        while stack and n <= most and fd < 0:
+            parent, names = stack[-1]
+            if not names:
+                os.close(parent)
+                stack.pop()
+                continue
+            try:
+                fd = os.open(names.pop(), flags, dir_fd=parent)
+            except OSError as e:
+                if e.errno == errno.EMFILE:   # too deep to count: over the limit
+                    n = most + 1
+        if fd < 0:
+            break
+    for parent, _ in stack:
+        os.close(parent)
+    if fd >= 0:
+        os.close(fd)
     return n, used
 
 

@@ -265,3 +265,49 @@ def test_each_memory_backed_folder_holds_at_most_the_budget_and_a_full_one_names
     assert sizes == [str(8 * 2**20)] * 2 and cmd.count("--tmpfs") == 2
     said = setup.describe_limit_hit("OSError: [Errno 28] No space left on device", limits)
     assert said and "8 MB in its folder, /tmp and /dev/shm together" in said
+
+
+def test_the_count_does_not_follow_a_folder_swapped_for_a_link_after_it_was_listed(tmp_path, monkeypatch):
+    """The watch (root) walks a folder the kernel writes: a folder listed, then replaced with a
+    link to a large folder elsewhere before it is opened, is not read (the race, played here
+    by swapping it when the count first goes to open it)."""
+    top, big = tmp_path / "w", tmp_path / "elsewhere"
+    (top / "d").mkdir(parents=True)
+    big.mkdir()
+    for i in range(50):
+        (big / f"f{i}").write_bytes(b"1" * 2**16)
+    swapped = []
+
+    def swap_first(real):
+        def call(where, *args, **kw):
+            if where in ("d", str(top / "d")) and not swapped:   # by name or by path
+                (top / "d").rmdir()
+                (top / "d").symlink_to(big)
+                swapped.append(where)
+            return real(where, *args, **kw)
+        return call
+
+    monkeypatch.setattr(os, "open", swap_first(os.open))
+    monkeypatch.setattr(os, "scandir", swap_first(os.scandir))
+    n, used = bounds.usage(str(top), 10**6)
+    assert swapped and n == 1 and used < 2**16, (n, used)   # "d", nothing of the link's target
+
+
+def test_the_count_sees_every_entry_of_a_deep_and_wide_tree_and_stops_past_most(tmp_path):
+    deep = tmp_path / "t"
+    for i in range(300):                       # 300 folders, one in the other
+        deep = deep / "d"
+    deep.mkdir(parents=True)
+    for i in range(20):
+        (tmp_path / "t" / f"f{i}").write_bytes(b"1" * 5000)
+        (deep / f"g{i}").write_bytes(b"1" * 5000)
+    (tmp_path / "t" / "link").symlink_to(tmp_path)   # counted as an entry, never entered
+    want_n, want_used = 0, 0
+    for d, dirs, files in os.walk(tmp_path / "t"):
+        for name in dirs + files:
+            want_n += 1
+            want_used += os.lstat(os.path.join(d, name)).st_blocks * 512
+    fds = len(os.listdir("/proc/self/fd"))
+    assert bounds.usage(str(tmp_path / "t"), 10**6) == (want_n, want_used) and want_n == 341
+    assert bounds.usage(str(tmp_path / "t"), 100)[0] == 101
+    assert len(os.listdir("/proc/self/fd")) == fds     # every folder's descriptor closed
