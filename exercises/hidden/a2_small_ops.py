@@ -136,16 +136,25 @@ def check_time_on_streams(time_on_streams, framework: str = "torch", n_ops: int 
 
 def check_speedups(stream_speedups, framework: str = "torch", n_ops: int = 8) -> CheckResult:
     """4 points: the speedup of 4 streams over 1 is about 4 for small products (2) and about
-    1 for large ones (2)."""
+    1 for large ones (2). Each is paid only when the machine ran what it measures, at least
+    ``n_ops`` products of that size on 4 streams and ``n_ops`` on 1, and the clock was read:
+    a speedup returned without running and timing the products is not measured."""
     name = "stream_speedups"
     if (bad := framework_problem(name, 4, framework)) is not None:
         return bad
     fw, m = _device(framework, warmup_s=0.0)   # warming up is Task 1's: not graded twice
     small, large = (place(fw, np.eye(k, dtype=np.float32)) for k in (SMALL, LARGE))
+    t0 = m.clock.now_ns
     try:
         out = call(stream_speedups, fw, m.clock.read, small, large, n_ops, 4)
     except StudentError as e:
         return student_failed(name, 4, e, framework)
+    products = [o for o in m.compute_ops(t0) if o.name == "matmul"]
+    timed = m.clock.reads > 0 or m.elapsed_calls > 0
+    ran = {"small": timed and sum(o.width < 1 for o in products) >= 2 * n_ops,
+           "large": timed and sum(o.width >= 1 for o in products) >= 2 * n_ops}
+    unmeasured = ("the speedup was not measured: the GPU ran {} {} products and the clock was "
+                  "{}read. Run time_on_streams on 4 streams and on 1 and divide the times")
     if not isinstance(out, dict) or not {"small", "large"} <= set(out):
         return CheckResult(name, 0, 4, "expected a dict with keys 'small' and 'large'",
                            seen=type(out).__name__)
@@ -157,11 +166,16 @@ def check_speedups(stream_speedups, framework: str = "torch", n_ops: int = 8) ->
                       "on different streams and time until all are done (Task 1)")
     else:
         small_hint = "speedup = time on 1 stream / time on n_streams streams"
+    never = "" if timed else "never "
+    if not ran["small"]:
+        small_hint = unmeasured.format(sum(o.width < 1 for o in products), "small", never)
+    large_hint = None if ran["large"] else unmeasured.format(
+        sum(o.width >= 1 for o in products), "large", never)
     parts = [
-        (2, close(out["small"], 4.0, 0.1), "speedup of 4 streams for small products",
+        (2, ran["small"] and close(out["small"], 4.0, 0.1), "speedup of 4 streams for small products",
          "about 4x (each fills a quarter of the GPU)", fmt(out["small"]), small_hint),
-        (2, close(out["large"], 1.0, 0.1), "speedup of 4 streams for large products",
-         "about 1x (each fills the GPU)", fmt(out["large"]),
+        (2, ran["large"] and close(out["large"], 1.0, 0.1), "speedup of 4 streams for large products",
+         "about 1x (each fills the GPU)", fmt(out["large"]), large_hint or
          "speedup = time on 1 stream / time on n_streams streams, measured like the small case"),
     ]
     return result(name, 4, parts, f"small {fmt(out['small'])}, large {fmt(out['large'])}: "

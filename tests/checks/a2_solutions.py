@@ -96,6 +96,11 @@ def stream_speedups(paddle, clock, small, large, n_ops, n_streams):
 }
 
 WRONG = {
+    # the speedups returned without running or timing anything: they had all 4 points
+    "speedups_not_measured": ({"stream_speedups": '''
+def stream_speedups(torch, clock, small, large, n_ops, n_streams):
+    return {"small": 4.0, "large": 1.0}
+'''}, 4, 0, "not measured"),
     # the streams are made, but the products never go to them (no `with`)
     "streams_never_used": ({"time_on_streams": '''
 FRAMEWORK = "torch"
