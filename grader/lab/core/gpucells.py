@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .notes import note
+from .notes import fit_width, note
 
 ROOT = Path(__file__).resolve().parents[3]
 CHAPTERS = ROOT / "chapters"
@@ -329,7 +329,7 @@ def gpu_output(page: str, name: str, expect: str = "", *, framework: str | None 
         return "stale"
     if shown:
         note(provenance_line(prov, framework), kind="note")
-        print(entry.get("stdout", "").rstrip())
+        print(fit_width(entry.get("stdout", "").rstrip()))   # to the page's width
         for png in entry.get("figures", []):
             _show_png(png)
         return "recorded"

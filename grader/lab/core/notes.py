@@ -10,8 +10,11 @@ in plain Python (``make gpu-check`` on a machine without Jupyter) it prints the 
 from __future__ import annotations
 
 import html
+import textwrap
 
-__all__ = ["note", "note_html"]
+__all__ = ["note", "note_html", "fit_width", "WIDTH"]
+
+WIDTH = 96   # characters an output line may take: a longer one is cut in an output box
 
 
 def note_html(lines: list[str], title: str = "", kind: str = "note") -> str:
@@ -21,6 +24,22 @@ def note_html(lines: list[str], title: str = "", kind: str = "note") -> str:
             "<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in lines) + "</ul>")
     head = f'<p class="admonition-title">{html.escape(title)}</p>' if title else ""
     return (f'<div class="admonition {kind} course-note">{head}{body}</div>')
+
+
+def fit_width(text: str, width: int = WIDTH, indent: str = "    ") -> str:
+    """``text`` with every line longer than ``width`` wrapped at its spaces, the rest
+    of it indented by ``indent`` under its start; shorter lines, tables among them, are
+    left as they are. For what a page prints but did not write: a framework's message,
+    a launcher's log, a record made on a GPU machine."""
+    out = []
+    for line in text.expandtabs().splitlines():
+        if len(line) <= width:
+            out.append(line)
+            continue
+        lead = line[: len(line) - len(line.lstrip())]
+        out += textwrap.wrap(line.strip(), width, initial_indent=lead,
+                             subsequent_indent=lead + indent, break_on_hyphens=False)
+    return "\n".join(out)
 
 
 def note(lines: str | list[str], title: str = "", kind: str = "note") -> None:

@@ -116,12 +116,13 @@ def test_a_recorded_run_is_shown_with_its_provenance(page, tmp_path, capsys, mon
                                     "driver": "580.1", "date": "2026-11-30T10:00:00+00:00",
                                     "versions": {"torch": "2.11.0", "python": "3.12.3"},
                                     "cuda": {"torch": "13.0"}, "cpu_only": False}},
-           "cells": {"torch:square": {"stdout": "square 9\n", "figures": [], "error": "",
-                                      "source": digest}}}
+           "cells": {"torch:square": {"stdout": "square 9\n" + "word " * 40, "figures": [],
+                                      "error": "", "source": digest}}}
     (tmp_path / "page.json").write_text(json.dumps(rec))
     assert gpucells.gpu_output(page, "square", directory=tmp_path) == "recorded"
     out = capsys.readouterr().out
     assert "NVIDIA H200" in out and "2026-11-30" in out and "square 9" in out
+    assert max(len(line) for line in out.splitlines()) <= 100   # a long line is wrapped
     # a record that does not say which code ran is not shown as today's code's
     del rec["cells"]["torch:square"]["source"]
     (tmp_path / "page.json").write_text(json.dumps(rec))
