@@ -184,7 +184,7 @@ def main() -> None:
 
     if rank == 0:
         print(f"TinyGPT in 2 stages on {args.device}, {BATCH} sequences per step, "
-              f"{STEPS} Adam steps; last step per stage (F forward, B backward):")
+              f"{STEPS} Adam steps;\nlast step per stage (F forward, B backward):")
         for everyone in runs:
             head = f"{everyone[0]['schedule']:>5}, {everyone[0]['micro']} micro-batches"
             for s, run in enumerate(everyone):

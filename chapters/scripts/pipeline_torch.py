@@ -111,7 +111,7 @@ def main() -> None:
             runs.append(everyone)
     if rank == 0:
         print(f"TinyGPT in {stages} stages on {device.type}, {BATCH} sequences a step, "
-              f"{STEPS} Adam steps; last step per stage (F forward, B backward):")
+              f"{STEPS} Adam steps;\nlast step per stage (F forward, B backward):")
         for everyone in runs:
             head = f"{everyone[0]['schedule']:>5}, {everyone[0]['micro']} micro-batches"
             for s, run in enumerate(everyone):

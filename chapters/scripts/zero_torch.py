@@ -264,15 +264,15 @@ def main() -> None:
         print(f"TinyGPT, {sum(w.numel() for w in ref_state.values())} parameters, "
               f"{STEPS} Adam steps on {world} ranks ({device.type})")
         print(f"{'':8}{'MiB per rank: params':>22}{'grads':>8}{'Adam':>8}{'activ.':>8}"
-              f"   collectives per step")
+              f"   (then the collectives of a step)")
         for run in runs:
             m = run["memory"]
             ops = Counter(op for op, _, _ in run["collectives"])
             print(f"{run['strategy']:<8}{m['params'] / 2**20:22.3f}"
                   f"{m['grads'] / 2**20:8.3f}{m['optimizer'] / 2**20:8.3f}"
-                  f"{m['activations'] / 2**20:8.3f}   "
+                  f"{m['activations'] / 2**20:8.3f}\n{'':10}"
                   + ", ".join(f"{n} {op}" for op, n in sorted(ops.items())))
-        print("largest difference from one process: "
+        print("largest difference from one process:\n  "
               + ", ".join(f"{r['strategy']} {r['weight_diff']:.1e}" for r in runs))
         if args.out:
             with open(args.out, "w") as f:

@@ -85,9 +85,9 @@ class Cluster:
             if self.overhead else ""
         memory = "memory not limited (a budget, not a measurement)" \
             if self.memory >= 2**40 else f"{self.memory / 2**30:.3g} GiB"
-        # two lines, each short enough for an output box (at most 100 characters)
+        # three lines, each short enough for an output box (at most 100 characters)
         return (f"{self.name}: {self.n} devices{nodes} x {_flops(self.flops)},\n  "
-                f"{memory}; links {links}{extra}")
+                f"{memory};\n  links {links}{extra}")
 
 
 # Figures, per rank and direction. A100 datasheet: FP32 19.5 TFLOP/s (no tensor cores:

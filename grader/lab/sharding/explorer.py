@@ -13,6 +13,7 @@ import os
 from dataclasses import replace
 
 from grader.lab import planner as P
+from grader.lab.core.notes import fit_width
 from .tables import plans_table
 from grader.lab.auto_parallel.widgets import _in_a_kernel
 
@@ -23,9 +24,10 @@ def explore(model: P.Transformer, cluster: P.Cluster, limit: int = 6) -> str:
     best, preds = P.plan_search(model, cluster)
     head = (f"{model.blocks} blocks of width {model.width} "
             f"({model.params / 1e9:.2f} billion parameters), {model.batch} sequences of "
-            f"{model.seq} tokens, on {cluster.describe()}")
+            f"{model.seq} tokens,\non {cluster.describe()}")
     choice = f"choice: {best.plan}" if best else "choice: none fits; add devices or memory"
-    return "\n".join([head, plans_table(preds, limit), choice])
+    # the table's lines fit an output box; a long line (the refused plans') is wrapped
+    return fit_width("\n".join([head, plans_table(preds, limit), choice]))
 
 
 def explorer(model: P.Transformer, cluster: P.Cluster):

@@ -42,18 +42,20 @@ def collectives_table(run: dict) -> str:
 def prediction_table(rows: list[MemoryRow], prediction_s: dict[str, float]) -> str:
     """Predicted against measured: step time (median of the timed steps, with their
     range), bytes one rank sent, memory of the busiest rank."""
-    lines = [f"{'':8} {'ms/step: predicted':>18} {'measured (range)':>20} {'error':>7}  "
-             f"{'MiB sent: pred.':>15} {'meas.':>7}  {'MiB held: pred.':>15} "
-             f"{'meas.':>7} {'error':>7}"]
+    # at most 100 characters a line (an output box cuts what is longer)
+    lines = [f"{'':8} {'ms/step pred.':>13} {'measured (range)':>17} {'error':>6}  "
+             f"{'sent pred.':>10} {'meas.':>6}  {'held pred.':>10} {'meas.':>6} "
+             f"{'error':>7}"]
     for r in rows:
         med = statistics.median(r.times)
         pred = prediction_s[r.strategy]
         spread = f"{med * 1e3:.0f} ({min(r.times) * 1e3:.0f}-{max(r.times) * 1e3:.0f})"
         err = "calib." if r.strategy == "DP" else f"{(pred - med) / med:+.0%}"
-        lines.append(f"{r.strategy:8} {pred * 1e3:18.0f} {spread:>20} {err:>7}  "
-                     f"{mib(r.predicted_sent):>15} {mib(r.sent):>7}  "
-                     f"{mib(sum(r.predicted.values())):>15} {mib(r.total):>7} "
+        lines.append(f"{r.strategy:8} {pred * 1e3:13.0f} {spread:>17} {err:>6}  "
+                     f"{mib(r.predicted_sent):>10} {mib(r.sent):>6}  "
+                     f"{mib(sum(r.predicted.values())):>10} {mib(r.total):>6} "
                      f"{r.error():+7.1%}")
+    lines.append("sent: MiB one rank sent per step; held: MiB of the busiest rank")
     return "\n".join(lines)
 
 
