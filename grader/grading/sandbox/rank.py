@@ -65,8 +65,8 @@ def temp_root() -> str:
 def command(settings: dict, folder: str, argv: list[str]) -> list[str]:
     """bwrap + setpriv + prlimit + confine + ``argv``, binding ``folder`` as the only writable
     folder."""
-    # the kernel's command binds the slot's socket folder too: a rank gets its own folder
-    # there instead (bound twice, harmless), so nothing is shared with another rank
+    # the kernel's command binds its socket folder read-only too: a rank names its own folder
+    # there instead (then bound once, writable), so nothing is shared with another rank
     return bwrap_command(dict(settings, ipc_dir=folder), folder, "", command=list(argv))
 
 
