@@ -171,8 +171,8 @@ def view(course: str | Path) -> str:
         tmp.unlink(missing_ok=True)
         os.symlink(target, tmp)
         os.replace(tmp, link)
-    for entry in links.iterdir():
-        if entry.name not in names and entry.is_symlink():
+    for entry in links.iterdir():      # (not another process's ".name.pid" being renamed)
+        if entry.name not in names and not entry.name.startswith(".") and entry.is_symlink():
             entry.unlink(missing_ok=True)
     return VIEW
 

@@ -139,9 +139,11 @@ def test_each_input_of_a_verdict_changes_its_own_digest_for_the_assignments_it_t
                                                             "a2_y": ["limits", "source"]}
     (private / "secret").write_bytes(os.urandom(32))
     assert diff()["a2_y"] == ["secret", "source"]
+    (course / "nbgrader_config.py").write_text("c = get_config()\nc.Execute.timeout = 5\n")
+    assert diff()["a2_y"] == ["config", "secret", "source"]
     assert inputs.describe(inputs.dumps(before["a1_x"]),
                            inputs.dumps(inputs.verdict_inputs(cfg, "a1_x"))) == \
-        "the hidden checks and the overlay's secret changed"
+        "the course's nbgrader_config.py, the hidden checks and the overlay's secret changed"
 
 
 def test_sync_says_which_jobs_went_back_with_their_inputs_then_and_now(tmp_path):

@@ -13,7 +13,8 @@ cached verdict is keyed by every input that made it"). For one assignment these 
   paddle...);
 * ``limits``: ``[limits]``, ``[submission]`` and the sandbox's mode and extra paths, after
   the command line's overrides;
-* ``secret``: a hash of the overlay's secret, which draws the hidden checks' cases.
+* ``secret``: a hash of the overlay's secret, which draws the hidden checks' cases;
+* ``config``: the course's ``nbgrader_config.py`` (nbgrader's preprocessors and options).
 
 The ledger stores these digests with each job (:meth:`~.ledger.Ledger.sync`); a job whose
 inputs changed is graded again, and :func:`changed` says which, in words.
@@ -34,7 +35,8 @@ __all__ = ["verdict_inputs", "grader_digest", "key", "dumps", "changed", "descri
 WORDS = {"source": "the source notebooks", "hidden": "the hidden checks",
          "grader": "the grader package or its installed dependencies",
          "limits": "the limits (course.toml or the command line)",
-         "secret": "the overlay's secret"}
+         "secret": "the overlay's secret",
+         "config": "the course's nbgrader_config.py"}
 
 
 def _files(h, files: list[tuple[str, Path]]) -> None:
@@ -96,7 +98,13 @@ def verdict_inputs(cfg: GradingConfig, assignment: str) -> dict[str, str]:
         "grader": grader_digest(),
         "limits": hashlib.sha256(json.dumps(limits, sort_keys=True).encode()).hexdigest(),
         "secret": hashlib.sha256(b"secret\0" + key_).hexdigest() if key_ else "",
+        "config": _config(course),
     }
+
+
+def _config(course: Path) -> str:
+    path = Path(course) / "nbgrader_config.py"
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ""
 
 
 def dumps(inputs: dict[str, str]) -> str:
