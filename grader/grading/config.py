@@ -58,7 +58,7 @@ class Limits:
     open_files: int = 1024            # RLIMIT_NOFILE
     output_mb: float = 4.0            # a notebook's outputs, in all; also one kernel message
     kernel_files: int = 2000          # files and folders a kernel may make in its folder
-    kernel_disk_mb: int = 512         # bytes a kernel may write into its folder, in all
+    kernel_disk_mb: int = 512         # MB a kernel may hold: its folder, /tmp and /dev/shm together
     feedback_timeout_s: float = 120   # generating one student's feedback page
     kernel_threads: int = 1           # BLAS/OpenMP threads of each kernel (and a7 rank)
 
