@@ -158,3 +158,22 @@ def test_sync_says_which_jobs_went_back_with_their_inputs_then_and_now(tmp_path)
         ({"s": "t", "t": "s"}[job.student], "pending", '{"hidden": "1"}', '{"hidden": "2"}')])
     assert led.done_inputs() == {} and led.sync([("s", "a", "h2", '{"hidden": "2"}')]) == []
     led.close()
+
+
+def test_a_ledger_made_before_inputs_were_recorded_gains_the_column_and_regrades_once(tmp_path):
+    import sqlite3
+
+    db = tmp_path / "old.db"
+    with sqlite3.connect(db) as conn:        # the table as earlier versions made it
+        conn.execute("CREATE TABLE course_grading_jobs (student VARCHAR(255), assignment "
+                     "VARCHAR(255), sha256 VARCHAR(64) NOT NULL, state VARCHAR(16) NOT NULL, "
+                     "owner VARCHAR(255), lease_until DATETIME, attempts INTEGER NOT NULL, "
+                     "outcome TEXT, updated_at DATETIME NOT NULL, PRIMARY KEY (student, assignment))")
+        conn.execute("INSERT INTO course_grading_jobs VALUES ('s', 'a', 'old', 'done', NULL, NULL,"
+                     " 1, '{\"score\": 1}', '2026-01-01 00:00:00')")
+    led = Ledger(f"sqlite:///{db}")
+    assert led.done_inputs() == {("s", "a"): None}
+    (reset,) = led.sync([("s", "a", "new", '{"hidden": "1"}')])
+    assert (reset.state, reset.inputs_before, reset.inputs) == ("done", None, '{"hidden": "1"}')
+    assert inputs.describe(None, '{"hidden": "1"}') == "made before the ledger recorded its inputs"
+    led.close()
