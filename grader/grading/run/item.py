@@ -295,18 +295,20 @@ class Watchdog:
 def grade_one(cfg: GradingConfig, student: str, assignment: str, *, kernel_config=None,
               kill_kernels: Callable[[], None] = lambda: None, logs: Path | None = None,
               kernel_end: Callable[[], str | None] = lambda: None,
-              blame_machine: bool = True, fair_cores: float = 1.0) -> Outcome:
+              blame_machine: bool = True, fair_cores: float = 1.0, note: str = "") -> Outcome:
     """Grade one submission; ``kernel_config`` (traitlets Config) starts kernels in the
     sandbox; ``kill_kernels`` ends this worker's kernels when the notebook limit is hit;
     ``kernel_end`` says how the last kernel ended (a signal of a limit, see sandbox).
     Raises :class:`GradingFault` when the machine, not the submission, stopped it (one of
     :data:`MACHINE_FAULTS`), unless ``blame_machine`` is False (the job's last try: it is
-    scored as it ran). ``fair_cores``: the job's share of the cores (bounds.starved)."""
+    scored as it ran). ``fair_cores``: the job's share of the cores (bounds.starved);
+    ``note``: a line for the grades and the feedback (the worker's, on a job's last try)."""
     course = cfg.course
     t0 = time.perf_counter()
     top = max_score(cfg, assignment)
     sub = intake.read(course, student, assignment, cfg.submission)
     bad, staged, notes = intake.check(sub, course, cfg.submission)   # notes: what was refused
+    notes = [*notes, note] if note else notes
     if bad:
         o = Outcome(student, assignment, 0.0, top, *bad)
         o.reason = "; ".join([o.reason, *notes])

@@ -11,8 +11,17 @@ still this worker's, so a job taken over after a lease ran out is never recorded
 SIGTERM (the parent was interrupted) the running kernel is killed and the job is handed
 back, not recorded. A job that failed for reasons that are not the submission's
 (:class:`~grader.grading.run.item.GradingFault`, a crashed or killed worker, a lost lease) goes
-back to the queue; once it has failed :data:`MAX_FAULTS` times it is recorded as ``failed``
-with the last reason, not graded again.
+back to the queue. Once it has faulted :data:`MAX_FAULTS` times: if the last fault was the
+machine's (:data:`~grader.grading.run.item.MACHINE_FAULTS`: an out-of-memory kill or a
+starved time limit, judged on the job's control group) it is graded once more without
+blaming the machine, scored as it ran, with a note (the evidence may be wrong, a score is
+not withheld for ever); any other fault (a worker that died, a lost lease) is recorded as
+``failed`` with the last reason, not graded again.
+
+Each job runs in a control group of its own (:func:`job_group`, where the machine allows
+one): the kernel's, the judge's groups are made below it, so the job's processes share one
+``memory_gb`` and one CPU share, the same weight as every other job's; removed when the job
+ends.
 
 Each job's kernels get a folder of their own (:func:`grader.grading.sandbox.setup.job`: sockets,
 connection files), removed when the job ends; the worker's runtime folder
@@ -23,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import fcntl
 import json
 import os
@@ -43,9 +53,9 @@ if __name__ == "__main__":
     # leaves those two checks out, as it does wherever rfc3987_syntax is not installed.
     sys.modules.setdefault("rfc3987_syntax", None)   # type: ignore[arg-type]
 
-from ..sandbox import procs
+from ..sandbox import bounds, procs
 from ..config import GradingConfig, load, with_overrides
-from .item import GradingFault, Outcome, grade_one, log_name, max_score
+from .item import MACHINE_FAULTS, GradingFault, Outcome, grade_one, log_name, max_score
 
 LEASE_S = 90.0        # a job whose worker stops renewing is free again after this long
 MAX_FAULTS = 3        # faults (not the submission's) after which a job is recorded as failed
@@ -64,6 +74,25 @@ def sandbox_slot(cfg: GradingConfig, slot: int, tries: int = 256):
         except BlockingIOError:
             f.close()
     raise SystemExit(f"no free sandbox uid in {cfg.sandbox.uid_base}..{cfg.sandbox.uid_base + tries}")
+
+
+JOB_PREFIX = "course-job-"
+
+
+def fair_cores(cfg: GradingConfig) -> float:
+    """A job's fair share of this machine's cores: one, or the cores over the workers."""
+    return min(1.0, (os.cpu_count() or 1) / max(1, cfg.workers))
+
+
+def job_group(cfg: GradingConfig, uid: int):
+    """A control group for one job (``course-job-<uid>-<pid>``, the job's ``memory_gb``, the
+    CPU controller at every job's weight), named in the environment (bounds.JOB_ENV) so that
+    the groups the kernel's launcher and the judge make go below it; None where the machine
+    allows none, or without the sandbox."""
+    if cfg.sandbox.mode == "none":
+        return None
+    return bounds.Box.create(f"{JOB_PREFIX}{uid}-{os.getpid()}",
+                             int(cfg.limits.memory_gb * 2**30), None, cpu=True)
 
 
 def sandbox_setup(cfg: GradingConfig, slot: int, runtime: Path):
@@ -154,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _serve(a, cfg: GradingConfig, only, events, runtime: Path) -> int:
     uid_slot, _lock = sandbox_slot(cfg, a.slot)
+    bounds.sweep(f"{JOB_PREFIX}{cfg.sandbox.uid_base + uid_slot}-")   # a killed worker's
     env, kernel_config = sandbox_setup(cfg, uid_slot, runtime)
     os.environ.update(env)
     if cfg.sandbox.mode != "none":
@@ -193,23 +223,33 @@ def _serve(a, cfg: GradingConfig, only, events, runtime: Path) -> int:
         if job is None:
             break
         emit(event="start", student=job.student, assignment=job.assignment, t=time.time())
-        if job.faults >= MAX_FAULTS:   # not graded again: recorded with the last reason
-            o = _failed(cfg, job)
+        last_try = job.faults >= MAX_FAULTS
+        if last_try and job.fault not in MACHINE_FAULTS.values():
+            o = _failed(cfg, job)    # not graded again: recorded with the last reason
             emit(event="done", outcome=asdict(o), recorded=ledger.complete(job, a.owner, asdict(o)))
             continue
         renew = _Renewer(ledger, job, a.owner)
         renew.start()
         fault = None
+        group = job_group(cfg, cfg.sandbox.uid_base + uid_slot)
         try:
             with setup.job(runtime, cfg.sandbox, uid_slot) as (folder, job_env, job_config):
                 os.environ.update(job_env)
+                if group is not None:
+                    os.environ.update(group.env())
                 config = copy.deepcopy(kernel_config)
                 config.merge(job_config)
                 o = grade_one(cfg, job.student, job.assignment, kernel_config=config,
                               kill_kernels=procs.kill_descendants, logs=logs,
-                              kernel_end=lambda: setup.kernel_end(folder))
+                              kernel_end=lambda: setup.kernel_end(folder),
+                              blame_machine=group is not None and not last_try,
+                              fair_cores=fair_cores(cfg),
+                              note=_retried(job) if last_try else "")
         except GradingFault as e:
-            fault, o = str(e), None
+            if last_try:   # never claimed for ever
+                o = _failed(cfg, dataclasses.replace(job, fault=str(e)))
+            else:
+                fault, o = str(e), None
         except Exception as e:  # noqa: BLE001 - a fault of the grader, not of the student
             name = log_name(job.student, job.assignment, ".grader-error.log")
             try:
@@ -219,6 +259,10 @@ def _serve(a, cfg: GradingConfig, only, events, runtime: Path) -> int:
             o = Outcome(job.student, job.assignment, 0.0, _top(cfg, job.assignment), "error",
                         f"the grader failed ({type(e).__name__}: {str(e)[:300]}); see "
                         f"reports/logs/{name}")
+        finally:
+            os.environ.pop(bounds.JOB_ENV, None)
+            if group is not None:
+                group.remove()
         renew.halt.set()
         renew.join()
         if stopping.is_set():
@@ -241,6 +285,12 @@ def _top(cfg: GradingConfig, assignment: str) -> float:
         return max_score(cfg, assignment)
     except Exception:  # noqa: BLE001 - the assignment is not in the gradebook
         return 0.0
+
+
+def _retried(job) -> str:
+    """The note of a job graded on its last try, after :data:`MAX_FAULTS` machine faults."""
+    return (f"grading was stopped {job.faults} times by what looked like the machine's "
+            f"fault (the last time: {job.fault}); this time it was scored as it ran")
 
 
 def _failed(cfg: GradingConfig, job) -> Outcome:
