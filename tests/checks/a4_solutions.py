@@ -202,6 +202,13 @@ def trace_with_events(torch, op, xs):
     return {"compute": [(sec(a), sec(b)) for a, b in compute],
             "copy": [(sec(c), sec(d)) for c, d in copy]}
 '''}, 3, None, "copies overlapping computation"),
+    # the copy stream never waits for the product it copies: its copies overlap computation
+    # because they copy garbage, and that overlap earned the point (assignment 3's mistake)
+    "copy_does_not_wait_for_its_product": ({"trace_with_events": _REFERENCE_TRACE.replace(
+        "            copy_stream.wait_event(b)\n", "") % {
+        "copy_events": "c.record()\n            y.to('cpu', non_blocking=True)\n            "
+                       "d.record()",
+        "unit": "/ 1000"}}, 3, None, "did not wait for their product"),
     # elapsed_time before the events have happened
     "no_synchronize": ({"trace_with_events": _REFERENCE_TRACE.replace(
         "    torch.cuda.synchronize()\n", "") % {
