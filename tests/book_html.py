@@ -104,8 +104,9 @@ def read_source(md: str) -> PageText:
 
 
 def wide_lines(text: PageText, width: int = WIDTH) -> list[str]:
-    """Output lines longer than ``width`` characters (tabs count as 8)."""
-    return [line for _, line in text.outputs if len(line.expandtabs()) > width]
+    """Output lines longer than ``width`` characters (tabs count as 8; trailing spaces,
+    which show nothing, do not count)."""
+    return [line for _, line in text.outputs if len(line.expandtabs().rstrip()) > width]
 
 
 def sentences(block: str) -> list[str]:

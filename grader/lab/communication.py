@@ -28,6 +28,7 @@ from typing import Any, Hashable, Iterable, Mapping, Sequence
 
 import networkx as nx
 
+from .core.notes import fit_width
 from .core.timeline import Timeline
 
 __all__ = ["LauncherFailed", "run_launcher", "read_ranks", "CommTimelines", "comm_timelines",
@@ -60,8 +61,8 @@ def run_launcher(cmd: Sequence[str], *, env: Mapping[str, str] | None = None,
     ``env`` adds variables (for example ``OMP_NUM_THREADS``). A non-zero exit or a
     timeout raises :class:`LauncherFailed` with the last 30 lines of output.
     """
-    print("$ " + " ".join(f"{k}={v}" for k, v in (env or {}).items())
-          + (" " if env else "") + shlex.join(cmd))
+    print(fit_width("$ " + " ".join(f"{k}={v}" for k, v in (env or {}).items())
+                    + (" " if env else "") + shlex.join(cmd)))   # to the page's width
     full_env = {**os.environ, **(env or {})}
     try:
         p = subprocess.run(_resolve(cmd), env=full_env, cwd=cwd, capture_output=True,

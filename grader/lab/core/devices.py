@@ -266,7 +266,7 @@ class DevicePlan:
             threads = self.devices[0].worker.threads
             cores = (f"{threads} of this machine's {cpu_cores()} cores each" if n > 1 else
                      f"{threads} of this machine's {cpu_cores()} cores")
-            return (f"CPU stand-in: {n} worker process{'es' if n > 1 else ''} ({cores}, "
+            return (f"CPU stand-in: {n} worker process{'es' if n > 1 else ''}\n  ({cores}, "
                     f"{label} on the CPU), not GPUs")
         if self.kind == "gpus":
             return f"{n} GPU(s) for {n} devices ({label}): " + ", ".join(d.label() for d in self.devices)
