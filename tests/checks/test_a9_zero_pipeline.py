@@ -113,11 +113,15 @@ def test_the_planner_does_not_hand_over_zeros_table():
     """The planner has no function of ZeRO's table: its memory is a model's, and it
     prices the parameters of stages 2 and 3 as FSDP holds them (the gathered model
     beside the shards; the shard and two gathered units), so an answer built on it
-    scores only stage 0, stage 1 and the sizes, what the chapter's table states."""
+    scores only stage 0 and stage 1, what the chapter's table states. (Its sizes part is
+    lost too: the planner prices no 8-byte values (``rates.py``, 0ae857b) and raises on
+    that case, which costs that part alone, named with the error.)"""
     assert not any("zero" in n.lower() and "memory" in n.lower() for n in dir(planner))
     r = a9.check_zero_bytes(_zero_bytes_from_the_planner)
-    assert r.points == 3, r
+    assert r.points == 2, r
     assert "stage 2" in r.message
+    assert "bytes_per_value and optimizer_values: _zero_bytes_from_the_planner raised " \
+           "ValueError: no precision stores values in 8 bytes" in "\n".join(r.details), r.text()
 
 
 def _importable_callables():
