@@ -19,9 +19,10 @@ class CheckResult:
     seen: str = ""
     hint: str = ""
     details: tuple[str, ...] = field(default_factory=tuple)
-    # A public check's finding that leaves the cell running (the answer runs, but differs from
-    # the notebook's own example): shown as FAIL, never raised, so that grading goes on to
-    # the hidden tests and the answer loses only the points of its mistake.
+    # A public check's finding about an answer that runs but differs from the notebook's own
+    # example: shown as FAIL on stdout, so that it does not fail the cell under nbgrader's
+    # validate. (No public result stops its cell: support.public prints any other failure
+    # to stderr in a kernel, and the hidden tests below it always run when graded.)
     advisory: bool = False
 
     def __post_init__(self) -> None:
