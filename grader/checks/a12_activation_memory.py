@@ -35,8 +35,8 @@ def as_bytes(x: Any) -> float:
 
 def _public(name: str, ok: bool, message: str, **kw) -> CheckResult:
     """A public check's result: worth nothing (``public()`` prints it without points);
-    ``advisory=True`` for an answer that runs but misses the notebook's example, so that
-    the graded checks in the same cell still run."""
+    ``advisory=True`` for an answer that runs but misses the notebook's example (printed to
+    stdout: ``nbgrader validate`` does not fail the cell for it)."""
     return CheckResult(name, 1 if ok else 0, 1, message, **kw)
 
 def public_activation_bytes(fn: Callable) -> CheckResult:
