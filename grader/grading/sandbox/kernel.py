@@ -17,8 +17,10 @@ the kernel and write how the kernel ended (exit status or signal, and why: a lim
 sandbox or the machine out of memory) to a file the kernel cannot reach, read back by
 :func:`grader.grading.sandbox.setup.kernel_end`. Meanwhile it bounds the whole sandbox: a control
 group of its own where the machine allows one (:mod:`grader.grading.sandbox.bounds`: memory and
-processes of all the kernel's processes together), and a watch on the kernel's folder that
-ends the kernel when it holds more than ``kernel_files`` entries or ``kernel_disk_mb`` MB.
+processes of all the kernel's processes together), and a watch on what the kernel writes
+that ends it when its folder holds more than ``kernel_files`` entries, or its folder, ``/tmp``
+and ``/dev/shm`` together more than ``kernel_disk_mb`` MB (one budget for every place it can
+write).
 The kernel's socket folder is the one its connection file names (one per submission, made
 by :func:`grader.grading.sandbox.setup.job`): root's, and bound read-only into the sandbox.
 This launcher makes the kernel's sockets there, listening, before the kernel starts, and hands
@@ -63,7 +65,7 @@ SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 SOCKETS_ENV = "COURSE_KERNEL_SOCKETS"
 # the ports of a connection file, one socket each
 PORTS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
-# the memory-backed folders of every sandbox, each a tmpfs of at most the disk budget
+# a kernel's memory-backed folders: tmpfs, counted in its disk budget with its folder
 SCRATCH = ("/tmp", "/dev/shm")
 # run inside the sandbox by path (the grader package is bound read-only), with -I -S
 CONFINE = os.path.join(os.path.dirname(os.path.realpath(__file__)), "confine.py")
@@ -115,8 +117,9 @@ def bwrap_command(settings: dict, workdir: str, connection_file: str,
     by descriptor. The socket folder is bound read-only (unless it is ``workdir``, as for a
     rank). ``/tmp`` and ``/dev/shm`` are memory-backed, at most ``scratch_bytes`` each
     (default ``memory_gb``; a kernel's launcher gives ``kernel_disk_mb``, the budget its watch
-    counts them in with the folder). Last before it, :mod:`grader.grading.sandbox.confine` moves into a user namespace of its
-    own, joins a fresh session keyring and installs the seccomp filter."""
+    counts them in with the folder). Last before it, :mod:`grader.grading.sandbox.confine`
+    moves into a user namespace of its own, joins a fresh session keyring and installs the
+    seccomp filter."""
     lim = settings["limits"]
     uid, gid = settings["uid"], settings["gid"]
     mem = int(lim["memory_gb"] * 2**30)
