@@ -4,6 +4,7 @@ true of one tab only are in that tab (no build needed; the built pages' outputs 
 checked by tests/test_book.py)."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,20 @@ def test_every_reference_has_a_url_or_says_why_not():
     no_url = {k for k, body in entries.items() if not re.search(r"\burl\s*=", body)}
     assert no_url == {"dataparallel-illustrated"}
     assert "no public URL" in entries["dataparallel-illustrated"]
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p.stem != "capstone"],
+                         ids=lambda p: p.stem)
+def test_a_scratch_folder_a_hidden_cell_makes_is_removed_by_the_page(page):
+    """A page whose hidden first cell makes a scratch folder for its runs (``RUNS =
+    "_layers"``) removes it in its last cell: the build left chapters/_layers behind.
+    (capstone: its own helper's page, told.)"""
+    from grader.lab.core.gpucells import parse_page
+    cells = parse_page(page)
+    makes = [c for c in cells if "remove-cell" in c.tags
+             and re.search(r'^RUNS = "_\w+"', c.source, re.M)
+             and "os.makedirs(RUNS)" in c.source]
+    if not makes:
+        return
+    last = cells[-1]
+    assert "remove-cell" in last.tags and "shutil.rmtree(RUNS" in last.source, page.name
