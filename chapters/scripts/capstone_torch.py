@@ -14,6 +14,7 @@ next to the loss of one process training the whole model alone; "--control"
 trains one more layout with its gradients averaged twice, a bug the loss must show.
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -24,6 +25,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
+from torch.distributed._tools.mem_tracker import MemTracker
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B
@@ -222,11 +224,18 @@ def train(layout: str, control: bool = False) -> dict:
     rows = slice((r * d["shard"] + s) * BATCH // dp, (r * d["shard"] + s + 1) * BATCH // dp)
 
     losses, times, counts = [], [], {}
+    # peak bytes of this rank's tensors, by kind, in the last step (MemTracker slows
+    # it down: it is left out of the times); MemTracker refuses a module called more
+    # than once a step, as a pipeline stage is (once per micro-batch)
+    memory = MemTracker() if stages == 1 else None
+    if memory:
+        memory.track_external(model, opt)
     for step in range(STEPS):
         x, y = (t[rows] for t in batch(step))
         dist.barrier()
         start = time.perf_counter()
-        with CommSizes() as comm:
+        with CommSizes() as comm, (
+                memory if memory and step == STEPS - 1 else contextlib.nullcontext()):
             if stages == 1:
                 loss = loss_fn(model(x), y)
                 loss.backward()
@@ -249,10 +258,13 @@ def train(layout: str, control: bool = False) -> dict:
         total = torch.zeros(()) if mine is None else mine.clone()
         dist.all_reduce(total)
         losses.append(total.item())
+    peak = memory.get_tracker_snapshot("peak")[torch.device("cpu")] if memory else {}
+    peak = {k if isinstance(k, str) else k.value: v for k, v in peak.items()}
     every = [0] * dist.get_world_size()
     dist.all_gather_object(every, flops)            # each rank's count of step 1
     return {"layout": layout, **d, "control": control, "losses": losses,
             "step_s": times, "collectives": counts, "flops": every,
+            "peak_bytes": peak,
             "state_bytes": sum(p.to_local().numel() * 4 if isinstance(p, DTensor)
                                else p.numel() * 4 for p in model.parameters())}
 

@@ -4,15 +4,18 @@ loss-parity check every layout must pass (and its control must fail), the loss f
 the recorded 16-rank run (dated, and marked stale when its script changed), and the
 planner's predictions for the same :class:`~grader.lab.planner.composed.Layout`.
 
-The page imports: load, parity, parity_words, loss_figure, read_record, record_words,
-layout_table.
+The page imports: load, parity, parity_words, loss_figure, RECORD_16, read_record,
+record_words, layout_rows, layout_table, flops_per_token, flops_words,
+throughput_table, memory_rows, memory_table.
 """
 from .parity import (TOLERANCE, ParityRow, load, loss_figure, parity, parity_words,
                      worst_relative)
 from .records import (RECORD_16, read_record, record_words, script_digest,
                       write_record)
-from .tables import flops_per_token, flops_words, layout_rows, layout_table, throughput_table
+from .tables import (flops_per_token, flops_words, layout_rows, layout_table,
+                     memory_rows, memory_table, throughput_table)
 
 __all__ = ["TOLERANCE", "ParityRow", "load", "parity", "parity_words", "worst_relative",
-           "loss_figure", "RECORD_16", "read_record", "record_words", "script_digest", "write_record",
-           "layout_rows", "layout_table", "flops_per_token", "flops_words", "throughput_table"]
+           "loss_figure", "RECORD_16", "read_record", "record_words", "script_digest",
+           "write_record", "layout_rows", "layout_table", "flops_per_token", "flops_words",
+           "throughput_table", "memory_rows", "memory_table"]

@@ -12,7 +12,8 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 
-from grader.lab.planner.composed import Layout
+from grader.lab.planner.cluster import PRESETS
+from grader.lab.planner.composed import Layout, predict
 from grader.lab.planner.sharded import Transformer, step_collectives
 
 # the dispatcher's op names, as the planner names the collectives
@@ -44,7 +45,8 @@ def layout_rows(record: dict) -> list[dict]:
         if run.get("control"):
             continue
         layout = Layout.parse(run["layout"], micro=record["sizes"]["micro"])
-        step_s = statistics.median(run["step_s"][1:])
+        # the first step builds caches; the last runs under MemTracker
+        step_s = statistics.median(run["step_s"][1:-1])
         rows.append({"layout": layout, "step_s": step_s,
                      "tokens_s": model.batch * model.seq / step_s,
                      "flops": run.get("flops"),
@@ -96,3 +98,34 @@ def flops_words(records: list[dict]) -> str:
     n = sum(len(rec["runs"]) for rec in records)
     return (f"add up, over the ranks, to exactly one process's count in all {n} runs"
             if not off else "do not add up to one process's count in " + ", ".join(off))
+
+
+def memory_rows(record: dict) -> list[dict]:
+    """Per layout MemTracker measured (not the pipelines: see the script): the peak of
+    rank 0's tensors, by kind, beside the planner's memory terms for the same layout
+    (the planner's compute rates play no part in them)."""
+    model, out = model_of(record), []
+    for run in record["runs"]:
+        if run.get("control") or not run.get("peak_bytes"):
+            continue
+        layout = Layout.parse(run["layout"], micro=record["sizes"]["micro"])
+        planned = predict(model, layout, PRESETS["8 GPUs NVLink"]).memory_terms
+        out.append({"layout": layout, "measured": run["peak_bytes"], "planned": planned,
+                    "error": sum(planned.values()) / run["peak_bytes"]["Total"] - 1})
+    return out
+
+
+def memory_table(rows: list[dict]) -> str:
+    kib = 1024
+    lines = [f"{'layout':9} {'measured peak':>14} {'planner':>9} {'off by':>7}  (KiB)"]
+    for r in rows:
+        m, p = r["measured"], r["planned"]
+        lines += [
+            f"{r['layout'].text:9} {m['Total'] / kib:14.1f} {sum(p.values()) / kib:9.1f} "
+            f"{r['error']:+7.0%}",
+            f"{'':9} measured: params {m['Parameter'] / kib:.0f}, grads "
+            f"{m['Gradient'] / kib:.0f}, activations {m['Activation'] / kib:.0f}, "
+            f"temporary {m['Temp'] / kib:.0f}",
+            f"{'':9} planner:  params {p['params'] / kib:.0f}, grads "
+            f"{p['grads'] / kib:.0f}, activations {p['activations'] / kib:.0f}"]
+    return "\n".join(lines)

@@ -68,6 +68,22 @@ def test_the_collectives_the_page_explains(four):
     assert ops["1x2x1x2"]["send"] == ops["1x2x1x2"]["recv"] == micro
 
 
+def test_memory_is_measured_where_the_page_says_and_priced_for_the_same_layout(four):
+    """MemTracker's peak for every layout without a pipeline (it refuses a stage called
+    once per micro-batch), its kinds adding up to its total; the planner prices the
+    same Layout (the page states the difference)."""
+    for run_ in four["runs"]:
+        peak = run_["peak_bytes"]
+        if run_["pp"] > 1:
+            assert peak == {}, run_["layout"]
+            continue
+        kinds = sum(v for k, v in peak.items() if k != "Total")
+        assert peak["Total"] == kinds and peak["Parameter"] >= run_["state_bytes"] > 0
+    rows = capstone.memory_rows(four)
+    assert [r["layout"].text for r in rows] == ["1x4x1x1", "2x2x1x1", "1x2x2x1"]
+    assert all(abs(r["error"]) < 1 for r in rows)       # same order of size
+
+
 def test_the_ranks_flops_add_up_to_one_process_in_every_layout(four):
     """FlopCounterMode's formulas on each rank's local tensors, summed over the ranks:
     the tensor-parallel splits (embedding and head included), the pipeline's stages and
