@@ -5,6 +5,7 @@ import datetime
 import inspect
 import logging
 import platform
+import sys
 
 from .core.backends import FRAMEWORKS, get_backend
 from .core.bench import Benchmark, Stats, measure
@@ -75,6 +76,31 @@ def hardware_note(page: str | None = None) -> None:
 
     first, *rest = hardware_summary(page).splitlines()
     note([line.strip() for line in rest], title=first.rstrip(":"))
+    paddle_exits_quietly()
+
+
+def paddle_exits_quietly(shell=None) -> None:
+    """Paddle's C++ signal handlers print a "FatalError: Termination signal" block when the
+    process gets SIGTERM, which is how Jupyter ends a kernel that does not exit in time:
+    in a book build it landed in the build's log. Once a cell of this kernel has imported
+    paddle, its handlers are switched off (``paddle.disable_signal_handler``): SIGTERM
+    then ends the kernel as it ends any process. Outside IPython, nothing to do."""
+    if shell is None:
+        try:
+            from IPython import get_ipython
+        except ImportError:
+            return
+        shell = get_ipython()
+    if shell is None:
+        return
+
+    def after_cell(result=None) -> None:
+        paddle = sys.modules.get("paddle")
+        if paddle is not None and hasattr(paddle, "disable_signal_handler"):
+            paddle.disable_signal_handler()
+            shell.events.unregister("post_run_cell", after_cell)
+
+    shell.events.register("post_run_cell", after_cell)
 
 
 def show_source(obj: object) -> None:
