@@ -145,6 +145,7 @@ print(json.dumps(res))
 """
 
 
+@pytest.mark.slow   # a kernel and a second client: 8 s on 2 busy cores
 def test_a_kernel_cannot_put_a_link_where_its_socket_is_and_a_new_client_reaches_it(sandboxed, tmp_path):
     # a listener outside the sandbox, open to anyone: the socket the attack points to
     (tmp_path / "d").mkdir(mode=0o755)
@@ -184,6 +185,7 @@ def test_a_kernel_cannot_put_a_link_where_its_socket_is_and_a_new_client_reaches
     decoy.close()
 
 
+@pytest.mark.slow   # two kernel starts, one refused: 6 s on 2 busy cores
 def test_a_job_whose_socket_folder_the_kernel_could_write_fails_alone(sandboxed, tmp_path):
     work = tmp_path / "w"
     work.mkdir()
