@@ -3,7 +3,9 @@ share: ``grader.checks.a10_tensor_parallel``).
 
 Task 1, ``f`` and ``g`` (4 points, one per operator and direction), on 2 ranks whose ``x``
 and ``dy`` differ (a new random draw each run): f's forward is the identity, f's backward the
-sum of the ranks' ``dy``, g's forward the sum of the ranks' ``x``, g's backward the identity.
+sum of the ranks' ``dy``, g's forward the sum of the ranks' ``x``, g's backward the identity;
+and, in the relay's record, each pass communicates as Megatron's: one all-reduce (of ``dy``
+in f's backward, of ``x`` in g's forward) or none.
 
 Task 2, ``tp_mlp`` (6 points), on 2 ranks given the same ``x``, weights and ``dy`` (a new draw
 each run; batch 3, d 6, hidden 8). Its backward pass is run with the course's f and g in place
@@ -35,7 +37,7 @@ from typing import Callable
 import numpy as np
 
 from grader.checks.a10_tensor_parallel import (WORLD, example_inputs, fg_inputs,
-                                               forward_backward, run_program)
+                                               forward_backward, phase_events, run_program)
 from grader.checks.result import CheckResult
 
 __all__ = ["check_f_g", "check_tp_mlp", "check_all", "judge_f_g", "judge_tp_mlp", "f_g_case",
@@ -111,6 +113,39 @@ MLP_NAMES = [("a10: y equals the MLP on one device on every rank, by an all-redu
               "all-reduce", 2)]
 
 
+# what each pass of f and g communicates, as the relay records it (the values alone can come
+# from a sum made with sends and receives)
+FG_PHASES = ["f_fwd", "f_bwd", "g_fwd", "g_bwd"]
+REDUCED = {"f_bwd": "dy", "g_fwd": "x"}          # the pass's one all-reduce, of this input
+COMM_WORDS = {"f_fwd": "no collective", "f_bwd": "one all-reduce, of the gradient",
+              "g_fwd": "one all-reduce, of x", "g_bwd": "no collective"}
+COMM_HINTS = {
+    "f_fwd": "f's forward pass is the identity: no communication (each rank already holds x)",
+    "f_bwd": "f's backward pass sums the gradient over the ranks with one all-reduce "
+             "(dist.all_reduce), as Megatron's f does",
+    "g_fwd": "g's forward pass sums x over the ranks with one all-reduce (dist.all_reduce), "
+             "as Megatron's g does",
+    "g_bwd": "g's backward pass is the identity: no communication",
+}
+
+
+def _f_g_comm(logs: list[dict], inputs: list[dict], key: str) -> str:
+    """'' when every rank's pass ``key`` communicated as Megatron's (the relay's record),
+    else what it did instead."""
+    for r, (log, t) in enumerate(zip(logs, inputs)):
+        events = phase_events(log, FG_PHASES)[key]
+        if key not in REDUCED:
+            if events:
+                return f"rank {r} ran {len(events)} collective(s) in it"
+            continue
+        if not (len(events) == 1 and events[0]["name"] == "all_reduce" and len(events[0]["t"]) == 1
+                and _near(events[0]["t"][0], t[REDUCED[key]])):
+            sends = " (it sent or received messages)" if log["sent_to"] or log["recvs"] else ""
+            return (f"rank {r}'s pass ran {[e['name'] for e in events]} as its collectives, not "
+                    f"one all-reduce of its {REDUCED[key]}{sends}")
+    return ""
+
+
 def check_f_g(f: Callable, g: Callable, framework: str = "torch",
               seed: int | None = None) -> list[CheckResult]:
     """Four points, one per operator and direction (see the module docstring)."""
@@ -157,7 +192,14 @@ def judge_f_g(logs: list[dict], inputs: list[dict]) -> list[CheckResult]:
                                    hint=f"{op} must run forward and backward on every rank"))
             continue
         if _on_all(logs, key, want):
-            out.append(CheckResult(name, pts, pts, f"{p} ranks, {FG_LENGTH} elements: as expected"))
+            wrong_comm = _f_g_comm(logs, inputs, key)
+            if not wrong_comm:
+                out.append(CheckResult(name, pts, pts, f"{p} ranks, {FG_LENGTH} elements: as "
+                                                       "expected, " + COMM_WORDS[key]))
+                continue
+            out.append(CheckResult(name, 0, pts, f"the values are right, but {wrong_comm}",
+                                   expected=COMM_WORDS[key], seen=wrong_comm,
+                                   hint=COMM_HINTS[key]))
             continue
         hint = next((h for w, h in mistakes if _on_all(logs, key, w)),
                     "see the table above the task: what each operator gives forward and backward")

@@ -37,7 +37,7 @@ from ..ranks.relay import run_ranks
 from .result import CheckResult
 
 __all__ = ["run_program", "drive_f_g", "drive_mlp", "example_inputs", "fg_inputs",
-           "drive_variants", "variant_logs", "forward_backward", "public_f_g", "public_tp_mlp", "public_f_g_verdict",
+           "drive_variants", "variant_logs", "forward_backward", "phase_events", "public_f_g", "public_tp_mlp", "public_f_g_verdict",
            "public_tp_mlp_verdict", "PREAMBLE", "WORLD", "TIMEOUT_S"]
 
 TIMEOUT_S = 25.0       # a correct run takes a few seconds; this only bounds a deadlock
@@ -87,15 +87,21 @@ def _error(e: BaseException) -> str:
 def drive_f_g(module: Any, t: dict, rank: int, world: int) -> dict:
     """In a rank: ``f`` and ``g`` forward on this rank's ``x``, then backward with its ``dy``;
     each operator's values (or its error) under its own names, so one's failure is not the
-    other's."""
+    other's. Each pass ends with a delivery to the relay (``f_fwd``, ``f_bwd``, ``g_fwd``,
+    ``g_bwd``), so the relay's record says which pass ran which collective
+    (:func:`phase_events`)."""
+    from grader.ranks.stub import deliver
+
     out: dict = {}
     for name in ("f", "g"):
         try:
             x = _leaf(t["x"])
             y = getattr(module, name)(x)
             out[f"{name}_fwd"] = y.detach().clone()
+            deliver(f"{name}_fwd", {})
             (y * t["dy"]).sum().backward()
             out[f"{name}_bwd"] = _grad(x)
+            deliver(f"{name}_bwd", {})
         except Exception as e:  # noqa: BLE001 - the student's error is this operator's result
             out[f"{name}_error"] = _error(e)
     return out
@@ -160,6 +166,25 @@ def variant_logs(logs: list[dict], name: str) -> list[dict]:
                   if start <= e["phase"] <= end]
         got = {k.split("/", 1)[1]: v for k, v in log["got"].items() if k.startswith(f"{name}/")}
         out.append({**log, "events": events, "phases": log["phases"][start:end], "got": got})
+    return out
+
+
+def phase_events(log: dict, labels: list[str]) -> dict[str, list[dict]]:
+    """The collectives of each phase a driver delivers in the order ``labels``: phase ``k``
+    holds every collective after the last delivery of ``labels[k - 1]`` up to the last
+    delivery of ``labels[k]`` (a delivery the student's code made itself only moves
+    collectives into a later phase of the driver's, never out of one); a label never
+    delivered gets none."""
+    ends = {}
+    for i, p in enumerate(log.get("phases", [])):
+        ends[p["label"]] = i
+    out, start = {}, 0
+    for label in labels:
+        if label not in ends:
+            out[label] = []
+            continue
+        out[label] = [e for e in log.get("events", []) if start <= e["phase"] <= ends[label]]
+        start = ends[label] + 1
     return out
 
 
@@ -298,8 +323,21 @@ def public_f_g_verdict(logs: list[dict] | str) -> CheckResult:
                                     "g: y = x summed over ranks, x's gradient = dy",
                            seen=seen, hint="the table above the task gives each value",
                            advisory=True)
+    passes = ["f_fwd", "f_bwd", "g_fwd", "g_bwd"]
+    counts = [[sum(e["name"] == "all_reduce" for e in phase_events(log, passes)[k]) for k in passes]
+              for log in logs]
+    if any(c != [0, 1, 1, 0] for c in counts):
+        return CheckResult(name, 0, 1, "the values are right, but the passes did not communicate "
+                                       "as Megatron's f and g",
+                           expected="all-reduces per pass (f forward, f backward, g forward, g "
+                                    "backward): [0, 1, 1, 0]",
+                           seen=f"rank 0: {counts[0]}, rank 1: {counts[-1]}",
+                           hint="f's backward and g's forward each sum over the ranks with one "
+                                "dist.all_reduce; the other two passes do not communicate",
+                           advisory=True)
     return CheckResult(name, 1, 1, "f and g give the example's values on both ranks, forward "
-                                   "and backward (graded: other values)")
+                                   "and backward, one all-reduce where Megatron's has one "
+                                   "(graded: other values)")
 
 
 def public_tp_mlp(tp_mlp: Callable, f: Callable, g: Callable, framework: str = "torch") -> CheckResult:

@@ -114,6 +114,18 @@ FG_G_ALLREDUCE_BACKWARD = FG_TORCH_VIEW.replace(
             return grad
     return _G.apply(x)''')
 
+# f's backward sums the two ranks' gradients with a send and a receive: the right values,
+# without Megatron's all-reduce (it had f's backward point)
+FG_F_BACKWARD_BY_SENDS = FG_TORCH_VIEW.replace(
+    '''            out = grad.contiguous().clone()
+            dist.all_reduce(out, op=dist.ReduceOp.SUM)
+            return out''', '''            mine, other = grad.contiguous().clone(), torch.empty_like(grad)
+            peer = 1 - dist.get_rank()
+            req = dist.isend(mine, peer)
+            dist.recv(other, peer)
+            req.wait()
+            return mine + other''')
+
 FG_SWAPPED = TORCH + '''
 def f(x):
     class _F(torch.autograd.Function):
@@ -228,6 +240,8 @@ WRONG = {
     "g_allreduce_backward": ({"f_g": FG_G_ALLREDUCE_BACKWARD}, [1, 1, 1, 0], None,
                              "g's backward pass all-reduced"),
     "f_g_swapped": ({"f_g": FG_SWAPPED}, [0, 0, 0, 0], None, "f and g are swapped"),
+    "f_backward_by_sends": ({"f_g": FG_F_BACKWARD_BY_SENDS}, [1, 0, 1, 1], None,
+                            "not one all-reduce of its dy"),
     "no_all_reduce": ({"tp_mlp": MLP_NO_ALLREDUCE}, None, [0, 0, 2], "the all-reduce is missing"),
     "bias_on_every_rank": ({"tp_mlp": MLP_BIAS_BEFORE}, None, [0, 1, 2], "added on every rank"),
     "w1_by_rows": ({"tp_mlp": MLP_ROWS}, None, [0, 0, 0], "split by rows"),

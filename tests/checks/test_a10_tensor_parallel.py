@@ -117,9 +117,14 @@ def test_every_correct_answer_passes_the_public_checks_and_each_mistake_is_caugh
 
 
 # -- cheap tests: no ranks -------------------------------------------------------------------
-def _fake_f_g_logs(inputs, f_fwd, f_bwd, g_fwd, g_bwd):
+def _fake_f_g_logs(inputs, f_fwd, f_bwd, g_fwd, g_bwd, all_reduces=True):
+    """Logs as drive_f_g and the relays write them: f's backward all-reduces the rank's dy and
+    g's forward its x (``all_reduces``), or no collective at all (a sum made otherwise)."""
+    phases = [{"label": k, "got": {}} for k in ("f_fwd", "f_bwd", "g_fwd", "g_bwd")]
     return [{"got": {"f_fwd": f_fwd[r], "f_bwd": f_bwd[r], "g_fwd": g_fwd[r], "g_bwd": g_bwd[r]},
-             "events": [], "sent_to": [], "recvs": 0} for r in range(len(inputs))]
+             "events": [{"name": "all_reduce", "t": [inputs[r]["dy"]], "phase": 1},
+                        {"name": "all_reduce", "t": [inputs[r]["x"]], "phase": 2}] if all_reduces else [],
+             "phases": phases, "sent_to": [], "recvs": 0} for r in range(len(inputs))]
 
 
 def test_the_f_g_verdicts_follow_the_values_each_rank_returned():
@@ -131,6 +136,10 @@ def test_the_f_g_verdicts_follow_the_values_each_rank_returned():
     wrong = a10.judge_f_g(_fake_f_g_logs(inputs, xs, dys, [sx] * 2, [sdy] * 2), inputs)
     assert [r.points for r in wrong] == [1, 0, 1, 0]
     assert "must all-reduce it" in wrong[1].hint and "is the identity" in wrong[3].hint
+    # the right values, but the relays saw no all-reduce: the sums were not Megatron's
+    quiet = a10.judge_f_g(_fake_f_g_logs(inputs, xs, [sdy] * 2, [sx] * 2, dys, all_reduces=False),
+                          inputs)
+    assert [r.points for r in quiet] == [1, 0, 0, 1] and "not one all-reduce" in quiet[1].seen
 
 
 def test_the_inputs_are_a_new_draw_each_run_and_the_ranks_see_different_x_in_task_1():
