@@ -50,6 +50,13 @@ c.OverwriteCells.add_missing_cells = True
 from grader.grading.submission.collect import ZipCollectRefused  # noqa: E402
 
 c.ZipCollectApp.collector_plugin = ZipCollectRefused
+# The exchange's collect (the hub's *Collect*, `nbgrader collect`) likewise: a submission
+# folder owned by another user than the student it names is refused (nbgrader only warns),
+# and the time collected is the folder's, set by the system, not the name's or the
+# timestamp.txt the student's side wrote (grader/grading/submission/exchange.py).
+from grader.grading.submission.exchange import OwnedCollect  # noqa: E402
+
+c.ExchangeFactory.collect = OwnedCollect
 
 # Hidden tests: students see neither their code nor the cell body when released.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
