@@ -102,12 +102,10 @@ def test_every_reference_has_a_url_or_says_why_not():
     assert "no public URL" in entries["dataparallel-illustrated"]
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if p.stem != "capstone"],
-                         ids=lambda p: p.stem)
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.stem)
 def test_a_scratch_folder_a_hidden_cell_makes_is_removed_by_the_page(page):
     """A page whose hidden first cell makes a scratch folder for its runs (``RUNS =
-    "_layers"``) removes it in its last cell: the build left chapters/_layers behind.
-    (capstone: its own helper's page, told.)"""
+    "_layers"``) removes it in its last cell: the build left chapters/_layers behind."""
     from grader.lab.core.gpucells import parse_page
     cells = parse_page(page)
     makes = [c for c in cells if "remove-cell" in c.tags

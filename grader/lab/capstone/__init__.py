@@ -8,14 +8,15 @@ The page imports: load, parity, parity_words, loss_figure, RECORD_16, read_recor
 record_words, layout_rows, layout_table, flops_per_token, flops_words,
 throughput_table, memory_rows, memory_table.
 """
-from .parity import (TOLERANCE, ParityRow, load, loss_figure, parity, parity_words,
-                     worst_relative)
+from .parity import (TOLERANCE, ParityRow, drifts, load, loss_figure, parity,
+                     parity_words, worst_relative)
 from .records import (RECORD_16, read_record, record_words, script_digest,
                       write_record)
 from .tables import (flops_per_token, flops_words, layout_rows, layout_table,
                      memory_rows, memory_table, throughput_table)
 
 __all__ = ["TOLERANCE", "ParityRow", "load", "parity", "parity_words", "worst_relative",
+           "drifts",
            "loss_figure", "RECORD_16", "read_record", "record_words", "script_digest",
            "write_record", "layout_rows", "layout_table", "flops_per_token", "flops_words",
            "throughput_table", "memory_rows", "memory_table"]

@@ -48,11 +48,20 @@ class ParityRow:
 
 def parity(record: dict) -> list[ParityRow]:
     """One row per layout a launch trained, against the launch's own one-process
-    curve."""
+    curve; not the runs that show a drift's cause on purpose (``views``: the Paddle
+    script's batch passed as slices of one tensor), which :func:`drifts` lists."""
     ref = record["reference"]
     return [ParityRow(r["layout"], bool(r.get("control")),
                       worst_relative(r["losses"], ref), record["world"])
-            for r in record["runs"]]
+            for r in record["runs"] if not r.get("views")]
+
+
+def drifts(record: dict) -> list[tuple[str, float, float]]:
+    """(layout, relative difference at the first step, largest) of the runs that
+    show a drift's cause (``views``)."""
+    ref = record["reference"]
+    return [(r["layout"], abs(r["losses"][0] - ref[0]) / abs(ref[0]),
+             worst_relative(r["losses"], ref)) for r in record["runs"] if r.get("views")]
 
 
 def parity_words(rows: list[ParityRow]) -> str:
@@ -89,8 +98,10 @@ def loss_figure(records: list[dict], title: str):
     left.plot(steps, ref, color="black", lw=4, alpha=0.25, label="one process")
     for rec in records:
         for r in rec["runs"]:
-            style = {"ls": "--", "color": "black"} if r.get("control") else {}
-            name = r["layout"] + (" averaged twice" if r.get("control") else "")
+            style = {"ls": "--", "color": "black"} if r.get("control") else \
+                {"ls": ":", "color": "grey"} if r.get("views") else {}
+            name = r["layout"] + (" averaged twice" if r.get("control") else
+                                  " batch as views" if r.get("views") else "")
             left.plot(steps, r["losses"], marker=".", label=name, **style)
             rel = [max(abs(a - b) / abs(b), 1e-9) for a, b in zip(r["losses"], ref)]
             right.semilogy(steps, rel, marker=".", label=name, **style)

@@ -10,6 +10,7 @@ import datetime
 import hashlib
 import json
 import platform
+import textwrap
 from pathlib import Path
 
 RECORDS = Path(__file__).resolve().parent / "records"
@@ -47,7 +48,7 @@ def read_record(path, script) -> dict | None:
 
 
 def record_words(record: dict | None) -> str:
-    """The label the page puts on a recorded run."""
+    """The label the page puts on a recorded run, in lines that fit the page."""
     if record is None:
         return "No recorded run exists yet."
     words = (f"Recorded on {record['date']} on {record['machine']} "
@@ -55,4 +56,4 @@ def record_words(record: dict | None) -> str:
     if record["stale"]:
         words += (f"; stale: {record['script']} has changed since, so these "
                   "numbers are of an earlier version of the script")
-    return words + "."
+    return textwrap.fill(words + ".", 88)

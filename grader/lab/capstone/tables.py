@@ -61,12 +61,12 @@ def _ops(c: Counter) -> str:
 
 
 def layout_table(rows: list[dict]) -> str:
-    lines = [f"{'layout':9} {'axes':26} {'step ms':>8}  collectives of rank 0 in a step"]
+    lines = [f"{'layout':9} {'axes':26} {'step ms':>8}   collectives of rank 0 in a step"]
     for r in rows:
         lay = r["layout"]
-        lines.append(f"{lay.text:9} {str(lay):26} {1e3 * r['step_s']:8.0f}  measured: "
-                     f"{_ops(r['measured'])}")
-        lines.append(f"{'':46}planner:  {_ops(r['predicted'])}")
+        lines += [f"{lay.text:9} {str(lay):26} {1e3 * r['step_s']:8.0f}",
+                  f"{'':9} measured: {_ops(r['measured'])}",
+                  f"{'':9} planner:  {_ops(r['predicted'])}"]
     return "\n".join(lines)
 
 

@@ -60,7 +60,8 @@ def test_the_collectives_the_page_explains(four):
     ops = {r["layout"]: measured_ops(r) for r in four["runs"] if not r["control"]}
     # FSDP: each block gathered for forward and backward, the root unit (embedding,
     # final norm, head) once; one reduce-scatter per unit
-    assert ops["1x4x1x1"] == Counter(all_gather=2 * blocks + 1, reduce_scatter=blocks + 1)
+    assert ops["1x4x1x1"] == Counter(all_gather=2 * blocks + 1,
+                                     reduce_scatter=blocks + 1)
     # HSDP adds one all-reduce per unit across the replicas
     assert ops["2x2x1x1"] == Counter(all_gather=2 * blocks + 1,
                                      reduce_scatter=blocks + 1, all_reduce=blocks + 1)

@@ -45,3 +45,11 @@ def test_the_words_name_what_left_the_curve_and_a_control_that_did_not():
     assert "failed to catch it" in words           # a control that stays on the curve
     ok = capstone.parity_words(capstone.parity(record(("1x4x1x1", True, [4, 3, 2]))))
     assert "as it must" in ok
+
+
+def test_a_drift_shown_on_purpose_is_kept_out_of_the_parity_and_listed_apart():
+    rec = record(("4x1x1x1", False, REF))
+    rec["runs"].append({"layout": "4x1x1x1", "views": True, "losses": [4.4, 3.5, 3.0]})
+    assert [r.layout for r in capstone.parity(rec)] == ["4x1x1x1"]
+    ((layout, first, worst),) = capstone.drifts(rec)
+    assert layout == "4x1x1x1" and first == pytest.approx(0.1) and worst == first
