@@ -61,14 +61,17 @@ def call(fn: Callable, *args: Any, **kwargs: Any) -> Any:
 
 def attempt(read: Callable[[Any], Any], fn: Callable, *args: Any, **kwargs: Any) -> tuple[Any, str]:
     """One case of a hidden check: ``(read(fn(*args, **kwargs)), "")``, or ``(None, why)``
-    when the student's function raised (:func:`call`) or ``read`` refused what it returned
-    (``TypeError`` / ``ValueError``). A check calls each case on its own, so that an error
-    costs exactly the parts whose cases call the broken code, and says which case."""
+    when the student's function raised (:func:`call`) or ``read`` could not read what it
+    returned (any ``Exception`` but ``MemoryError``). A check calls each case on its own, so
+    that an error costs exactly the parts whose cases call the broken code, and says which
+    case."""
     try:
         return read(call(fn, *args, **kwargs)), ""
     except StudentError as e:
         return None, str(e)
-    except (TypeError, ValueError) as e:
+    except MemoryError:
+        raise
+    except Exception as e:  # noqa: BLE001 - what the student returned, read by course code
         return None, f"{getattr(fn, '__name__', 'your function')} returned what the task "\
                      f"does not ask for: {e}"
 

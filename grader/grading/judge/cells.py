@@ -6,7 +6,9 @@ the student's fetched from the kernel over the channel), captures what the cell 
 bounded by :func:`bounded_streams`, and turns an exception into an ``error`` output's fields
 (:func:`error_fields`, the judge's own frames left out). A cell runs under
 :func:`grader.checks.support.judging`: a failing public check prints its verdict to ``stdout``
-and the cell goes on to its hidden checks, whose ``grade(...)`` gives the points.
+and the cell goes on to its hidden checks, whose ``grade(...)`` gives the points; and a test
+cell runs as its quick part, then its hidden block (:func:`run_test_cell`), so that not even
+a public check that raises stops the hidden checks.
 """
 from __future__ import annotations
 
@@ -23,10 +25,11 @@ from typing import Any
 from ...checks.support import judging
 from .channel import Channel
 
-__all__ = ["CellNamespace", "run_cell_source", "error_fields", "bounded_streams",
-           "MAX_STREAM_CHARS"]
+__all__ = ["CellNamespace", "run_cell_source", "run_test_cell", "error_fields",
+           "bounded_streams", "MAX_STREAM_CHARS", "HIDDEN_MARK"]
 
 MAX_STREAM_CHARS = 1_000_000    # what one test cell may print, in the judge and the kernel
+HIDDEN_MARK = "### BEGIN HIDDEN TESTS"      # nbgrader's: a test cell's hidden block starts
 _OWN_FILES = tuple(os.path.join("grading", "judge", name)    # the judge's frames, left out
                    for name in ("executor.py", "process.py", "cells.py", "channel.py"))
 _WIRE = os.sep + os.path.join("grader", "wire") + os.sep
@@ -109,6 +112,28 @@ def run_cell_source(source: str, ns: dict, filename: str = "<test cell>") -> tup
     finally:
         sys.stdout, sys.stderr = old
     return streams, value, error
+
+
+def run_test_cell(source: str, ns: dict, filename: str = "<test cell>") -> tuple[list, Any, BaseException | None]:
+    """A test cell as the judge grades it: :func:`run_cell_source` on the quick checks above
+    its hidden block, then on the hidden block (lines numbered as in the cell), whose value
+    is the cell's. A quick check that raises (``public()`` itself never does; a public check
+    can, on what a student's function returned) is told on ``stdout`` and the hidden block
+    still runs: it grades the cell. Not an ``Exception`` (the judge's time limit, a closed
+    channel) or a ``MemoryError`` ends the cell there, as in one run."""
+    head, mark, tail = source.partition(HIDDEN_MARK)
+    if not mark or not head.strip():
+        return run_cell_source(source, ns, filename)
+    streams, _, error = run_cell_source(head, ns, filename)
+    if error is not None:
+        if not isinstance(error, Exception) or isinstance(error, MemoryError):
+            return streams, None, error
+        streams.append((time.time(), "stdout",
+                        f"[FAIL] the quick check above could not run: {type(error).__name__}: "
+                        f"{str(error)[:2000]}\n(no points: the hidden tests below grade this "
+                        "cell)\n"))
+    more, value, error = run_cell_source("\n" * head.count("\n") + mark + tail, ns, filename)
+    return streams + more, value, error
 
 
 def error_fields(e: BaseException) -> dict:

@@ -41,7 +41,7 @@ from multiprocessing.context import ForkServerProcess, set_spawning_popen
 from typing import Any
 
 from ...lab.core.threads import framework_ready
-from .cells import CellNamespace, bounded_streams, error_fields, run_cell_source
+from .cells import CellNamespace, bounded_streams, error_fields, run_cell_source, run_test_cell
 from . import confine
 from .channel import JOB_BUDGET, RemoteTimeout, connect
 
@@ -133,8 +133,8 @@ def _judge_cell(cmd: dict, base: dict, conn) -> dict:
         channel = connect(folder, cmd["socket"], deadline, alive=lambda: not conn.poll(),
                           budget=JOB_BUDGET)
         channel.deadline = deadline
-        streams, value, error = run_cell_source(cmd["source"], CellNamespace(base, channel),
-                                                cmd["filename"])
+        streams, value, error = run_test_cell(cmd["source"], CellNamespace(base, channel),
+                                              cmd["filename"])
         channel.stop()
     except BaseException as e:  # noqa: BLE001 - reported as the cell's outcome
         error = e

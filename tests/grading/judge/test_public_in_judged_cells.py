@@ -96,6 +96,41 @@ def test_a12_the_reference_keeps_full_marks_and_the_stub_scores_zero_without_an_
     assert "<stderr>" not in text
 
 
+def test_a_quick_check_that_raises_is_told_and_the_hidden_block_still_grades():
+    """A public check that crashes on what a student's function returned (not public()
+    itself, which never raises) ends only the quick part: the judge says so on stdout and
+    runs the hidden block, whose value is the cell's, its lines numbered as in the cell.
+    Before (one run of the whole cell), the cell ended in the TypeError, 0 points."""
+    from grader.grading.judge.cells import run_test_cell
+    from grader.grading.judge.proxies import RemoteTimeout
+
+    def crashes(answer):
+        return len(answer)                  # a public check's own bug on a student's value
+    ns = {"crashes": crashes, "answer": 7}
+    cell = ("# quick feedback\npublic_ok = crashes(answer)\n### BEGIN HIDDEN TESTS\n"
+            "print('hidden ran')\n2.5\n### END HIDDEN TESTS\n")
+    assert isinstance(run_cell_source(cell, dict(ns), "<t>")[2], TypeError)   # one run: 0
+    streams, value, error = run_test_cell(cell, dict(ns), "<t>")
+    text = "".join(t for _, name, t in streams if name == "stdout")
+    assert (value, error) == (2.5, None), (text, error)
+    assert "[FAIL] the quick check above could not run: TypeError" in text and "hidden ran" in text
+    assert all(name == "stdout" for _, name, _ in streams)
+    _, _, error = run_test_cell(cell.replace("print('hidden ran')", "1 / 0"), dict(ns), "<t>")
+    assert isinstance(error, ZeroDivisionError) and error.__traceback__.tb_next.tb_lineno == 4
+    # the judge's time limit (not an Exception) or a memory limit ends the cell there
+    for stop in (RemoteTimeout("no answer"), MemoryError("the job's bound")):
+        streams, value, error = run_test_cell(cell, {"crashes": _raiser(stop), "answer": 7}, "<t>")
+        assert error is stop and value is None and "hidden ran" not in str(streams)
+    # a cell without a hidden block runs as one (the released notebook's, under validate)
+    assert run_test_cell("x = 1\nx + 1", {}, "<t>")[1:] == (2, None)
+
+
+def _raiser(exc):
+    def raise_it(_):
+        raise exc
+    return raise_it
+
+
 A10 = "a10_tensor_parallel"
 
 
