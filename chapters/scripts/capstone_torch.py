@@ -12,12 +12,13 @@ the blocks cut into P pipeline stages. R x S x T x P is the number of ranks. Eve
 layout trains the same model from the same weights on the same batches, in float32,
 next to the loss of one process training the whole model alone; "--control"
 trains one more layout with its gradients averaged twice, a bug the loss must show.
+Each layout also records what rank 0 sent in a step (CommDebugMode), every rank's
+FLOPs (FlopCounterMode's formulas) and rank 0's peak memory (MemTracker).
 """
 import argparse
 import contextlib
 import json
 import math
-import os
 import time
 import warnings
 
