@@ -118,12 +118,12 @@ def test_cases_are_drawn_from_the_secret_per_assignment_not_per_student(tmp_path
 
 def test_each_input_of_a_verdict_changes_its_own_digest_for_the_assignments_it_touches(tmp_path):
     course, private = _course(tmp_path)
-    cfg = load(course)
+    cfg, grader = load(course), inputs.grader_digest()
     before = {a: inputs.verdict_inputs(cfg, a) for a in ("a1_x", "a2_y")}
-    assert before["a1_x"]["grader"] == inputs.grader_digest() and len(inputs.grader_digest()) == 64
+    assert before["a1_x"]["grader"] == grader and len(grader) == 64
 
     def diff(cfg_=cfg):
-        now = {a: inputs.verdict_inputs(cfg_, a) for a in ("a1_x", "a2_y")}
+        now = {a: inputs.verdict_inputs(cfg_, a, grader) for a in ("a1_x", "a2_y")}
         return {a: sorted(k for k in now[a] if now[a][k] != before[a][k]) for a in now}
 
     (private / "hidden" / "a1_x.py").write_text("WHO = 'private a1_x, fixed'\n")
@@ -142,7 +142,7 @@ def test_each_input_of_a_verdict_changes_its_own_digest_for_the_assignments_it_t
     (course / "nbgrader_config.py").write_text("c = get_config()\nc.Execute.timeout = 5\n")
     assert diff()["a2_y"] == ["config", "secret", "source"]
     assert inputs.describe(inputs.dumps(before["a1_x"]),
-                           inputs.dumps(inputs.verdict_inputs(cfg, "a1_x"))) == \
+                           inputs.dumps(inputs.verdict_inputs(cfg, "a1_x", grader))) == \
         "the course's nbgrader_config.py, the hidden checks and the overlay's secret changed"
 
 
@@ -177,3 +177,17 @@ def test_a_ledger_made_before_inputs_were_recorded_gains_the_column_and_regrades
     assert (reset.state, reset.inputs_before, reset.inputs) == ("done", None, '{"hidden": "1"}')
     assert inputs.describe(None, '{"hidden": "1"}') == "made before the ledger recorded its inputs"
     led.close()
+
+
+def test_the_grader_digest_follows_the_packages_code(tmp_path, monkeypatch):
+    import grader
+
+    fake = tmp_path / "grader"
+    (fake / "checks").mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "checks" / "a1.py").write_text("LIMIT = 1\n")
+    monkeypatch.setattr(grader, "__file__", str(fake / "__init__.py"))
+    first = inputs.grader_digest()
+    assert inputs.grader_digest() == first
+    (fake / "checks" / "a1.py").write_text("LIMIT = 2\n")
+    assert inputs.grader_digest() != first

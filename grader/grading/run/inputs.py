@@ -21,7 +21,6 @@ inputs changed is graded again, and :func:`changed` says which, in words.
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 from dataclasses import asdict
@@ -46,10 +45,11 @@ def _files(h, files: list[tuple[str, Path]]) -> None:
         h.update(data)
 
 
-@functools.cache
 def grader_digest() -> str:
-    """The ``grader`` package's Python files and this environment's distributions (computed
-    once per process: about 0.2 s)."""
+    """The ``grader`` package's Python files and this environment's distributions (about
+    0.3 s: a grading run takes it once, when it starts, and passes it to
+    :func:`verdict_inputs`; its workers are new processes, which import the code as it is
+    then)."""
     import importlib.metadata
 
     import grader
@@ -85,9 +85,9 @@ def _hidden(course: Path, assignment: str, others: set[str]) -> str:
     return h.hexdigest()
 
 
-def verdict_inputs(cfg: GradingConfig, assignment: str) -> dict[str, str]:
+def verdict_inputs(cfg: GradingConfig, assignment: str, grader: str | None = None) -> dict[str, str]:
     """The digests of ``assignment``'s verdict inputs under ``cfg`` (see the module
-    docstring)."""
+    docstring); ``grader``: :func:`grader_digest`, when the caller has taken it already."""
     course = cfg.course
     limits = {"limits": asdict(cfg.limits), "submission": asdict(cfg.submission),
               "sandbox": [cfg.sandbox.mode, list(cfg.sandbox.extra_ro)]}
@@ -95,7 +95,7 @@ def verdict_inputs(cfg: GradingConfig, assignment: str) -> dict[str, str]:
     return {
         "source": _source(course, assignment),
         "hidden": _hidden(course, assignment, set(overlay.assignments(course))),
-        "grader": grader_digest(),
+        "grader": grader or grader_digest(),
         "limits": hashlib.sha256(json.dumps(limits, sort_keys=True).encode()).hexdigest(),
         "secret": hashlib.sha256(b"secret\0" + key_).hexdigest() if key_ else "",
         "config": _config(course),

@@ -162,7 +162,7 @@ def _regraded(resets: list, now: dict[str, dict]) -> list[str]:
             for (a, why), n in sorted(counts.items())]
 
 
-def _stale(cfg: GradingConfig, ledger) -> str | None:
+def _stale(cfg: GradingConfig, ledger, grader: str) -> str | None:
     """Why the whole class's report cannot be written: verdicts in the ledger made with
     other inputs than the course's now (None where every one is current). Verdicts of an
     assignment or a student folder that is gone cannot be graded again and are left out."""
@@ -173,7 +173,7 @@ def _stale(cfg: GradingConfig, ledger) -> str | None:
         if a not in known or s not in who:
             continue
         if a not in now:
-            now[a] = inputs.dumps(inputs.verdict_inputs(cfg, a))
+            now[a] = inputs.dumps(inputs.verdict_inputs(cfg, a, grader))
         if stored != now[a]:
             why = inputs.describe(stored, now[a])
             stale[(a, why)] = stale.get((a, why), 0) + 1
@@ -446,7 +446,8 @@ def grade_course(course: str | Path = "exercises", *, only_students: list[str] |
                     spawner = _spawner(cfg, n)
                     workers = [_Worker(cfg, k, overrides, only, spawner) for k in range(n)]
                 nbg = api(course)
-                now = {a: inputs.verdict_inputs(cfg, a) for a in names}
+                grader = inputs.grader_digest()      # the code this run's workers import
+                now = {a: inputs.verdict_inputs(cfg, a, grader) for a in names}
                 digest = {a: now[a]["source"] for a in names}
                 for a in names:  # before any autograde; again only when the source changed, so a
                     # second grading machine does not rewrite what the first is grading with
@@ -511,7 +512,7 @@ def grade_course(course: str | Path = "exercises", *, only_students: list[str] |
             spawner.close()
     results = {(r["student"], r["assignment"]): Outcome.from_dict(r) for r in ledger.results()}
     _, rejected = _rejected(cfg, who, names)
-    stale = _stale(cfg, ledger)
+    stale = _stale(cfg, ledger, grader)
     if stale:
         raise RuntimeError(stale)
     _write_reports(cfg, list(results.values()) + rejected)

@@ -23,6 +23,7 @@ import nbformat
 import pytest
 
 from grader.grading import authoring as au
+from grader.grading.run import inputs
 from grader.grading.run.pipeline import grade_course
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -74,9 +75,13 @@ def _submit(course: Path, student: str, nb: nbformat.NotebookNode) -> None:
 
 @pytest.fixture(scope="module")
 def runs():
-    """The three gradings of the module docstring: (course, overlay, run1, run2, refusal)."""
+    """The three gradings of the module docstring: (course, overlay, run1, run2, refusal).
+    The grader's own digest is held fixed: a change of the grader package (another commit
+    while the runs go on) would regrade too (tests/grading/test_overlay.py tests it)."""
     course = Path(tempfile.mkdtemp(prefix="overlay-course-"))
     private = Path(tempfile.mkdtemp(prefix="overlay-private-"))      # mode 0700
+    mp = pytest.MonkeyPatch()
+    mp.setattr(inputs, "grader_digest", lambda: "the grader of these runs")
     try:
         shutil.copy(EXERCISES / "nbgrader_config.py", course)
         (course / "course.toml").write_text(LIMITS + f'\n[overlay]\nfolder = "{private}"\n')
@@ -105,6 +110,7 @@ def runs():
             grade_course(course, only_students=["pub"], cell_timeout=31, workers=1, verbose=False)
         yield course, private, first, second, str(refused.value)
     finally:
+        mp.undo()
         shutil.rmtree(course, ignore_errors=True)
         shutil.rmtree(private, ignore_errors=True)
 
