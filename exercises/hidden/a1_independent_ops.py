@@ -138,6 +138,23 @@ def _one_by_one(m) -> tuple[int, int]:
     return chain, waited
 
 
+_GUESSED = ("the verdict contradicts your own times on one of the two frameworks (all n about "
+            "n times one, yet parallel = True; or clearly less, yet False): decide it from the "
+            "two times, not once for all")
+
+
+def _contradicts(out: dict, n: int) -> bool:
+    """Whether the answer's verdict contradicts its own times: True while all n took at least
+    0.9 n times one, or False while they took at most half of it (times that are not
+    numbers contradict nothing)."""
+    one, every, verdict = out.get("one"), out.get("all"), out.get("parallel")
+    if not (is_number(one) and is_number(every)) or one <= 0:
+        return False
+    ratio = every / (n * one)
+    return (verdict is True or verdict is np.True_) and ratio >= 0.9 or \
+        (verdict is False or verdict is np.False_) and ratio <= 0.5
+
+
 def check_experiment(independent_ops_experiment, framework: str = "torch",
                      n: int = 8) -> CheckResult:
     """4 points: on a GPU that runs operations one after another (eager execution) and on one
@@ -156,6 +173,11 @@ def check_experiment(independent_ops_experiment, framework: str = "torch",
         return errors["serial"]
     (serial, m_serial), (par, m_par) = (runs.get(key, (None, None)) for key in ("serial", "par"))
     sync = NAMES[framework]["sync"]
+    # a verdict is paid only when the answer decided it from its own times, on both kinds of
+    # framework: a constant True (or False) is right on one of them by luck, and its own
+    # times on the other contradict it
+    guessed = [key for key, out in (("serial", serial), ("par", par))
+               if out is not None and _contradicts(out, n)]
 
     def times_hint(out, want_all: float, m) -> str:
         one, every = out["one"], out["all"]
@@ -192,20 +214,23 @@ def check_experiment(independent_ops_experiment, framework: str = "torch",
              "times on a framework that runs independent operations side by side",
              f"one = {k * 1e3:.0f} ms, all about {k * 1e3:.0f} ms",
              f"one = {ms(par['one'], 2)}, all = {ms(par['all'], 2)}", times_hint(par, k, m_par)),
-            (1, par["parallel"] is True or par["parallel"] is np.True_,
-             "verdict where they ran side by side", "parallel = True",
+            (1, (par["parallel"] is True or par["parallel"] is np.True_) and not guessed,
+             "verdict where they ran side by side", "parallel = True, decided from the times",
              f"parallel = {par['parallel']!r}" if isinstance(par["parallel"], (bool, np.bool_))
-             else "not a bool", "call it parallel when all n take clearly less than n times one"),
+             else "not a bool", _GUESSED if guessed else
+             "call it parallel when all n take clearly less than n times one"),
         ]
     else:
         r = errors["par"]
         parts.append((2, False, "on a framework that runs independent operations side by "
                       f"side: {r.message}", "times and parallel = True", "an exception", r.hint))
     if serial is not None:
-        parts.append((1, serial["parallel"] is False or serial["parallel"] is np.False_,
-                      "verdict where they ran one by one", "parallel = False",
+        parts.append((1, (serial["parallel"] is False or serial["parallel"] is np.False_)
+                      and not guessed,
+                      "verdict where they ran one by one", "parallel = False, decided from the times",
                       f"parallel = {serial['parallel']!r}"
                       if isinstance(serial["parallel"], (bool, np.bool_)) else "not a bool",
+                      _GUESSED if guessed else
                       "n operations one after another take about n times one: that is not "
                       "parallel"))
     else:
