@@ -51,7 +51,7 @@ DEFAULT_COURSE_ID = "default_course"   # nbgrader's own, for a course folder wit
 class Limits:
     cell_timeout_s: int = 60          # per cell (nbgrader's Execute.timeout)
     notebook_timeout_s: float = 900   # one student's assignment, all attempts
-    memory_gb: float = 4.0            # RLIMIT_AS of the kernel
+    memory_gb: float = 4.0            # a job's processes together (its control group)
     cpu_seconds: int = 600            # RLIMIT_CPU of the kernel (SIGXCPU ends it)
     processes: int = 512              # RLIMIT_NPROC (threads count too) per sandbox uid
     file_size_mb: int = 64            # RLIMIT_FSIZE (writes beyond raise OSError EFBIG)
@@ -103,11 +103,59 @@ class GradingConfig:
 WORKERS_PER_CORE = 2   # the default; said by --workers' help and course.toml's checks
 
 
-def default_workers() -> int:
+def default_workers(memory_gb: float | None = None) -> int:
     """Two grading workers per core: a worker and its student's kernel take turns, and both
     wait on the gradebook's disk writes, so one worker per core leaves the cores idle part
-    of the time (figures: exercises/GRADING.md, from bench/grading_class.py)."""
-    return WORKERS_PER_CORE * (os.cpu_count() or 1)
+    of the time (figures: exercises/GRADING.md, from bench/grading_class.py); fewer where
+    that many jobs of ``memory_gb`` would not fit in the machine's memory (at least one)."""
+    n = WORKERS_PER_CORE * (os.cpu_count() or 1)
+    if memory_gb:
+        n = min(n, max(1, int(machine_memory_gb() // memory_gb)))
+    return n
+
+
+def machine_memory_gb() -> float:
+    """The memory grading may use, in GB: the machine's, or this process's memory control
+    group's limit where that is lower (a container)."""
+    total = float("inf")
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                total = int(line.split()[1]) * 1024 / 2**30
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if controllers in ("memory", ""):
+                base = "/sys/fs/cgroup/memory" if controllers else "/sys/fs/cgroup"
+                name = "memory.limit_in_bytes" if controllers else "memory.max"
+                raw = (Path(base + path) / name).read_text().strip()
+                if raw.isdigit():
+                    total = min(total, int(raw) / 2**30)
+    except (OSError, ValueError):
+        pass
+    return total
+
+
+# The least ``memory_gb`` a job needs: its kernel, its judge and the ranks a check starts
+# share the job's control group, and each imports the framework. Measured by grading the
+# sample answer of assignment 7 (the most processes: the kernel, the judge and 3 torch
+# ranks or 2 Paddle ranks) at falling ``memory_gb``: 6/6 at 1.5 GB with either framework; at 1
+# GB a torch rank was stopped at the limit and Paddle's test cell ran past its time limit
+# (exercises/GRADING.md, "Memory and CPU per job").
+MIN_MEMORY_GB = {"torch": 1.5, "paddle": 1.5}
+RANKS = {"torch": 3, "paddle": 2}       # grader.checks.a7_ring_allreduce.WORLD
+
+
+def min_memory_gb() -> tuple[float, str]:
+    """``(GB, framework)``: the least ``memory_gb`` for the framework grading uses
+    (``COURSE_FRAMEWORK``; the larger of both when it is not set)."""
+    fw = os.environ.get("COURSE_FRAMEWORK")
+    if fw in MIN_MEMORY_GB:
+        return MIN_MEMORY_GB[fw], fw
+    fw = max(MIN_MEMORY_GB, key=MIN_MEMORY_GB.__getitem__)
+    return MIN_MEMORY_GB[fw], fw
 
 
 def _section(raw: dict, name: str, cls: type, path: Path) -> Any:
@@ -163,7 +211,7 @@ def load(course: str | Path) -> GradingConfig:
 
     cfg = GradingConfig(course=course, course_id=course_id,
                         db_url=url or "sqlite:///" + str(course / "gradebook.db"),
-                        workers=workers or default_workers(), limits=limits, sandbox=sandbox,
+                        workers=workers or default_workers(limits.memory_gb), limits=limits, sandbox=sandbox,
                         submission=submission, overlay=folder_of(raw, path))
     problem = check(cfg)
     if problem:
@@ -191,6 +239,19 @@ def check(cfg: GradingConfig) -> str | None:
                         "every submission)")
     if cfg.workers < 1:
         return f"workers = {cfg.workers!r} should be 1 or more (0 in {FILENAME}: two per core)"
+    if cfg.sandbox.mode != "none":     # the limits a job's control group enforces
+        need, fw = min_memory_gb()
+        if cfg.limits.memory_gb < need:
+            return (f"[limits] memory_gb = {cfg.limits.memory_gb:g} is below the {need:g} GB "
+                    f"a job needs to import {fw} in its kernel, its judge and {RANKS[fw]} "
+                    f"ranks (measured, exercises/GRADING.md): set it to {need:g} or more")
+        have = machine_memory_gb()
+        if cfg.workers * cfg.limits.memory_gb > have:
+            fit = int(have // cfg.limits.memory_gb)
+            return (f"workers x memory_gb = {cfg.workers} x {cfg.limits.memory_gb:g} GB is "
+                    f"more than this machine's {have:.1f} GB of memory: set [grading] "
+                    f"workers to {fit} or fewer (0: as many as fit, up to two per core), or "
+                    "lower memory_gb")
     if cfg.sandbox.mode not in ("auto", "bwrap", "none"):
         return f'[sandbox] mode must be "auto", "bwrap" or "none", not {cfg.sandbox.mode!r}'
     if not MIN_UID <= cfg.sandbox.uid_base <= 2**31 - 2 * 10**5:

@@ -118,3 +118,40 @@ def test_a_bad_command_line_value_stops_grading_before_anything_is_graded(tmp_pa
         grade_course(tmp_path, verbose=False, **{option: value})
     assert words in str(e.value) and "command line" in str(e.value), str(e.value)
     assert not (tmp_path / "reports" / "grades.csv").exists()
+
+
+@pytest.mark.parametrize("framework", ["torch", "paddle"])
+def test_a_memory_limit_too_small_for_the_framework_is_refused_in_one_line_naming_the_minimum(
+        tmp_path, monkeypatch, framework):
+    """Issue 37: at a memory_gb too small to import the framework, every correct answer
+    scored 0 (the feedback blamed an ImportError). Refused when the course is loaded, in
+    one line that names the measured minimum; ``mode = "none"`` has no memory limit."""
+    from grader.grading import config
+
+    monkeypatch.setenv("COURSE_FRAMEWORK", framework)
+    need = config.MIN_MEMORY_GB[framework]
+    (tmp_path / "course.toml").write_text(f"[limits]\nmemory_gb = {need / 2}\n")
+    with pytest.raises(ValueError) as e:
+        load(tmp_path)
+    msg = str(e.value)
+    assert "\n" not in msg and f"{need:g} GB" in msg and framework in msg, msg
+    (tmp_path / "course.toml").write_text(f"[limits]\nmemory_gb = {need}\n")
+    assert load(tmp_path).limits.memory_gb == need
+    (tmp_path / "course.toml").write_text(f'[limits]\nmemory_gb = {need / 2}\n[sandbox]\nmode = "none"\n')
+    assert load(tmp_path).limits.memory_gb == need / 2
+
+
+def test_workers_times_memory_must_fit_the_machine_and_the_default_fits(tmp_path, monkeypatch):
+    """Issue 37: jobs of memory_gb each, as many as there are workers, must fit in the
+    machine's memory, or the machine's out-of-memory killer ends someone's kernel."""
+    from grader.grading import config
+
+    monkeypatch.setattr(config, "machine_memory_gb", lambda: 10.0)
+    (tmp_path / "course.toml").write_text("[grading]\nworkers = 4\n[limits]\nmemory_gb = 4.0\n")
+    with pytest.raises(ValueError) as e:
+        load(tmp_path)
+    assert "4 x 4 GB" in str(e.value) and "workers to 2 or fewer" in str(e.value), str(e.value)
+    (tmp_path / "course.toml").write_text("[grading]\nworkers = 0\n[limits]\nmemory_gb = 4.0\n")
+    assert load(tmp_path).workers == min(2, config.default_workers())   # as many as fit
+    bigger = with_overrides(load(tmp_path), memory_gb=6.0)   # make grade --memory-gb 6
+    assert "workers to 1 or fewer" in config.check(bigger)
