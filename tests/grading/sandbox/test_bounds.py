@@ -197,3 +197,78 @@ def test_a_kernel_at_one_gb_imports_the_framework_bounded_by_its_group_not_its_a
 def resource_unlimited() -> int:
     import resource
     return resource.RLIM_INFINITY
+
+
+def test_another_groups_out_of_memory_kill_does_not_make_a_kill_look_like_the_machines():
+    """Issue 37, on real groups: a process in one group goes past that group's limit (its
+    own killer ends it, and the machine-wide count rises), while in another group a process
+    is killed by a SIGKILL of its own. The old rule (SIGKILL and the machine-wide count up)
+    called the second "machine-oom": re-queued, then recorded as not graded."""
+    other = Box.create(f"test-other-{os.getpid()}", 64 * 2**20, 64)
+    mine = Box.create(f"test-mine-{os.getpid()}", 2**30, 64)
+    if other is None or mine is None:
+        pytest.skip("this machine gives the grader no control group")
+    try:
+        before = bounds.machine_oom_kills()
+        p = subprocess.run(["python3", "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"],
+                           preexec_fn=lambda: mine.add(os.getpid()))
+        q = subprocess.run(["python3", "-c", "x = bytearray(256 * 2**20)"],
+                           preexec_fn=lambda: other.add(os.getpid()))
+        assert (p.returncode, q.returncode) == (-9, -9)
+        assert bounds.machine_oom_kills() > before    # what the old rule read
+        end = {"signal": "SIGKILL", "exit_code": None}
+        assert cause(end, _Watch(), mine, before) is None           # the student's crash
+        assert cause(end, _Watch(), other, before) == "memory"       # the other's own limit
+    finally:
+        other.remove()
+        mine.remove()
+
+
+class _Km:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    async def interrupt_kernel(self):
+        self.calls.append("interrupt")
+
+    async def shutdown_kernel(self, now=False):
+        self.calls.append("shutdown")
+
+
+class _Job:
+    def __init__(self, after: CpuSample) -> None:
+        self.after = after
+
+    def cpu_sample(self):
+        return self.after
+
+
+@pytest.mark.parametrize("waited_s, retried", [(8.0, True), (0.0, False)])
+def test_a_cell_past_its_time_limit_while_its_job_was_starved_ends_the_attempt_as_a_fault(
+        tmp_path, waited_s, retried):
+    """Issue 32: a job that timed out while others held the CPU is graded again, not scored
+    0. The executor asks the rule when a cell's limit runs out: starved, it stops the kernel
+    and marks the trace (item.py then raises GradingFault with MACHINE_FAULTS' reason);
+    otherwise the cell is interrupted and scored as before."""
+    import asyncio
+
+    from nbclient.exceptions import DeadKernelError
+
+    from grader.grading.run.item import MACHINE_FAULTS
+    from grader.grading.sandbox import crashes
+
+    trace = tmp_path / "cell"
+    trace.write_text("3\tcell 4")
+    ex = crashes.GuardedExecute(trace_file=str(trace), starved_retry=True, fair_cores=1.0,
+                                interrupt_on_timeout=True)
+    ex.km = _Km()
+    ex._job = _Job(CpuSample(110.0, int(0.1e9), int(waited_s * 1e9)))
+    ex._cpu0 = CpuSample(100.0, 0, 0)
+    if retried:
+        with pytest.raises(DeadKernelError, match="other work held the CPU"):
+            asyncio.run(ex._async_handle_timeout(10, None))
+        assert ex.km.calls == ["shutdown"]
+        assert crashes.dead_cause(trace) == bounds.STARVED and bounds.STARVED in MACHINE_FAULTS
+    else:
+        asyncio.run(ex._async_handle_timeout(10, None))
+        assert ex.km.calls == ["interrupt"] and crashes.dead_cause(trace) is None
