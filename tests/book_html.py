@@ -103,6 +103,15 @@ def read_source(md: str) -> PageText:
     return text
 
 
+def gpu_output_lines(page_html: str) -> list[str]:
+    """The output lines of the page's GPU-cell replays (cells tagged ``gpu-output``: what
+    :func:`grader.lab.core.gpucells.gpu_output` showed), and of nothing else: a CPU run of
+    the same script may print the same lines."""
+    soup = BeautifulSoup(page_html, "html.parser")
+    return [line for cell in soup.select("div.cell.tag_gpu-output")
+            for pre in cell.select(".cell_output pre") for line in pre.get_text().splitlines()]
+
+
 def wide_lines(text: PageText, width: int = WIDTH) -> list[str]:
     """Output lines longer than ``width`` characters (tabs count as 8; trailing spaces,
     which show nothing, do not count)."""
@@ -111,7 +120,7 @@ def wide_lines(text: PageText, width: int = WIDTH) -> list[str]:
 
 def sentences(block: str) -> list[str]:
     block = re.sub(r"\s+", " ", htmllib.unescape(block))
-    return [s.strip() for s in re.split(r"(?<=[.!?;])\s+(?=[A-Z`(])", block) if s.strip()]
+    return [s.strip() for s in re.split(r"(?<=[.!?])\s+(?=[A-Z`(])", block) if s.strip()]
 
 
 def foreign_sentences(text: PageText) -> list[tuple[str, str]]:

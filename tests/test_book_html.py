@@ -38,6 +38,19 @@ def _page(wide: str = "w" * 100, torch_thing: str = "PyTorch's") -> str:
     return PAGE.format(wide=wide, torch_thing=torch_thing)
 
 
+def test_the_gpu_replays_lines_are_read_apart_from_other_outputs():
+    page = _page().replace('class="cell tag_paddle docutils container"',
+                           'class="cell tag_paddle tag_gpu-output docutils container"')
+    assert book_html.gpu_output_lines(page) == ["Paddle: fine", "PyTorch only here"]
+    assert book_html.gpu_output_lines(_page()) == []
+
+
+def test_a_semicolon_does_not_end_a_sentence():
+    text = book_html.read_source(":::{div} only-paddle\nThe planner counts what PyTorch's "
+                                 "autograd saves; Paddle's saves less.\n:::\n")
+    assert book_html.foreign_sentences(text) == []
+
+
 def test_output_lines_over_the_width_are_found_and_short_ones_are_not():
     assert book_html.wide_lines(book_html.read_html(_page())) == []
     text = book_html.read_html(_page("w" * 101))

@@ -287,7 +287,7 @@ def main() -> None:
     if rank == 0:
         print(f"TinyGPT on {ranks} pipeline ranks on {args.device}, {BATCH} sequences "
               f"per step, {STEPS} Adam steps;\nthe last step's passes per rank, in "
-              "order "
+              "order\n"
               "(F forward, B backward, W weight gradient; stage.micro-batch):")
         for everyone in runs:
             print(f"{everyone[0]['schedule']}, {everyone[0]['micro']} micro-batches")

@@ -169,7 +169,7 @@ def main() -> None:
             runs.append(everyone)
     if rank == 0:
         print(f"TinyGPT on {ranks} pipeline ranks on {device.type}, {BATCH} sequences "
-              f"a step, {STEPS} Adam steps;\nthe last step's passes per rank, in order "
+              f"a step, {STEPS} Adam steps;\nthe last step's passes per rank, in order\n"
               "(F forward, B backward, W weight gradient; stage.micro-batch):")
         for everyone in runs:
             head = f"{everyone[0]['schedule']}, {everyone[0]['micro']} micro-batches"
