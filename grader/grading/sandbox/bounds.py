@@ -319,12 +319,19 @@ class Box:
             return None
 
     def hit_memory_limit(self) -> bool:
-        """Whether the group's own memory limit (or its job's) was reached and an
-        out-of-memory killer ended a process in it (the student's doing, unlike the machine
-        running out)."""
-        job = Box.of_job()
-        return self.oom_killed() > 0 and (self.reached_limit()
-                                          or (job is not None and job.reached_limit()))
+        """Whether the group's own memory limit, or that of a grading group it is inside (a
+        rank's judge's, its job's: ``course-*``), was reached and an out-of-memory killer
+        ended a process in it (the student's doing, unlike the machine running out)."""
+        return self.oom_killed() > 0 and any(b.reached_limit() for b in self._enclosing())
+
+    def _enclosing(self) -> list["Box"]:
+        """This group and the grading groups (``course-*``) it is inside, innermost first."""
+        out: list[Box] = [self]
+        dirs = dict(self.dirs)
+        while all(d.parent.name.startswith("course-") for d in dirs.values()):
+            dirs = {c: d.parent for c, d in dirs.items()}
+            out.append(Box(dirs, self.v2))
+        return out
 
     def kill(self, within: float = 5.0) -> None:
         """End every process in the group (they are the sandbox's)."""
