@@ -272,3 +272,29 @@ def test_a_cell_past_its_time_limit_while_its_job_was_starved_ends_the_attempt_a
     else:
         asyncio.run(ex._async_handle_timeout(10, None))
         assert ex.km.calls == ["interrupt"] and crashes.dead_cause(trace) is None
+
+
+def test_a_kill_at_the_jobs_limit_is_the_limit_in_every_group_inside_it(monkeypatch):
+    """A rank's group is inside its judge's and its job's (and knows neither by name): a
+    process that fills the job's limit, far below its own group's, is killed by the job's
+    killer, and the rule names the memory limit, not the machine (its own group did not
+    reach its limit, so reading the group alone said "machine-oom")."""
+    monkeypatch.delenv(bounds.JOB_ENV, raising=False)
+    job = Box.create(f"course-test-job-{os.getpid()}", 96 * 2**20, None, cpu=True)
+    if job is None:
+        pytest.skip("this machine gives the grader no control group")
+    try:
+        monkeypatch.setenv(bounds.JOB_ENV, job.env()[bounds.JOB_ENV])
+        rank = Box.create("rank", 2**30, 64)
+        monkeypatch.delenv(bounds.JOB_ENV)
+        try:
+            p = subprocess.run(["python3", "-c", "x = bytearray(256 * 2**20)"],
+                               preexec_fn=lambda: rank.add(os.getpid()))
+            assert p.returncode == -9
+            end = {"signal": "SIGKILL", "exit_code": None}
+            assert rank.oom_killed() >= 1 and not rank.reached_limit()
+            assert cause(end, _Watch(), rank) == "memory"
+        finally:
+            rank.remove()
+    finally:
+        job.remove()
