@@ -1,7 +1,13 @@
 """What bounds one sandboxed kernel as a whole, and why the sandbox ended it.
 
 - **A control group per kernel** (:class:`Box`): memory and processes bounded for the whole
-  sandbox.
+  sandbox; **and one per job**, made by the grading worker with the CPU controller at the
+  same weight for every job (:data:`JOB_ENV` names it): the kernel's, the judge's and the
+  ranks' groups are made inside it, so a job holds one ``memory_gb`` and one CPU share
+  however many processes it starts. Memory is bounded by these groups, not the address
+  space (:func:`memory_groups`).
+- **The machine's fault** (:func:`cause` for a kill, :func:`starved` for a time limit): decided
+  only on the kernel's accounting of the group, which its processes cannot forge.
 
 ``RLIMIT_AS`` bounds one process; a kernel that forks, or fills its memory-backed ``/tmp``,
 could still take the machine's memory, and the machine's out-of-memory killer would then end
