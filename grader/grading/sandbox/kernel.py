@@ -7,7 +7,8 @@ place the kernel may write, and runs the real kernel as::
 
     bwrap (no network, own pid/ipc/uts namespaces, read-only system and Python, this folder)
       setpriv (the slot's uid and gid, no groups, no capabilities, no new privileges)
-        prlimit (memory, CPU time, processes, file size, open files; no core files)
+        prlimit (CPU time, processes, file size, open files; no core files; address
+                 space only where no memory control group bounds the kernel)
           confine (own user namespace and session keyring, seccomp filter: sandbox/confine.py)
             python -m grader.grading.sandbox.ipkernel -f <connection file>
                 (ipykernel_launcher without its debugger: sandbox/ipkernel.py)
