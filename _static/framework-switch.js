@@ -27,7 +27,10 @@
       bar.className = "fw-switch";
       bar.setAttribute("role", "group");
       bar.setAttribute("aria-label", "Framework shown in code cells");
-      bar.appendChild(document.createTextNode("Code in: "));
+      var label = document.createElement("span");   // hidden in narrow windows (css)
+      label.className = "fw-switch__label";
+      label.textContent = "Code in: ";
+      bar.appendChild(label);
       CHOICES.forEach(function (c) {
         var b = document.createElement("button");
         b.type = "button"; b.dataset.fw = c[0]; b.textContent = c[1];

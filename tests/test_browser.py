@@ -140,3 +140,37 @@ def test_a_page_asks_for_nothing_the_book_lacks(browser, site):
     import time
     time.sleep(1.0)        # the icon is asked for after the page has loaded
     assert not MISSING, MISSING
+
+
+def test_at_800_px_the_switch_covers_neither_the_title_nor_the_text(chrome, site):
+    """Review, round 3: at 800 px the sticky "Code in:" switch covered the page's title
+    and body text. Scrolled to the top and with a paragraph scrolled under the header
+    bar, the point at the start of the title and of the text is the page's, never the
+    switch's."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from tests.chrome import fresh
+
+    drv = fresh(chrome, window=(800, 900))
+    for page in ("toolkit", "tensor_parallel"):
+        drv.get(f"{site}/chapters/{page}.html")
+        WebDriverWait(drv, 10).until(lambda d: d.find_elements("css selector",
+                                                                ".fw-switch button"))
+        found = drv.execute_script("""
+            const sw = document.querySelector(".fw-switch").getBoundingClientRect();
+            const hits = [];
+            const h1 = document.querySelector("article h1");
+            const paras = [...document.querySelectorAll("article section > p")].slice(0, 4);
+            for (const el of [h1, ...paras]) {
+                el.scrollIntoView({block: "start"});
+                const header = document.querySelector(".bd-header-article");
+                const below = header ? header.getBoundingClientRect().bottom : 0;
+                const r = el.getBoundingClientRect();
+                const y = Math.max(r.top, below) + 4;
+                const hit = document.elementFromPoint(r.left + 6, y);
+                hits.push({text: el.textContent.slice(0, 30), top: r.top,
+                           switch: !!(hit && hit.closest(".fw-switch"))});
+            }
+            return {hits: hits, height: sw.height};""")
+        assert not [h for h in found["hits"] if h["switch"]], (page, found)
+        assert found["height"] < 60, (page, found)   # one line, not a wrapped block
