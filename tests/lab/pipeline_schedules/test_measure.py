@@ -114,3 +114,21 @@ def test_rows_read_a_run_back_and_the_figures_draw_it():
     assert "1F1B" in table and max(len(line) for line in table.splitlines()) <= 100
     assert len(timelines_figure(run, micro=4).axes) == 1
     assert len(comparison_figure({"PyTorch": [r]}, micro=4).axes) == 2
+
+
+def test_the_timeline_panels_share_one_time_range():
+    """Review, round 3: each panel had its own x range, so a longer step looked as long
+    as a shorter one."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from grader.lab.pipeline_schedules.figures import timelines_figure
+
+    fast, slow = synthetic_run(), synthetic_run()
+    orders = [one_f_one_b(r, 2, 4) for r in range(2)]
+    ran = replay(orders, lambda k, s: 0.003 if k == "F" else 0.006, 2)   # 3x longer
+    for r, rank in enumerate(slow["runs"][0]):
+        rank.update(schedule="GPipe", steps=[ran[r], ran[r]])
+    fast["runs"] += slow["runs"]
+    fig = timelines_figure(fast, micro=4)
+    assert len(fig.axes) == 2
+    assert fig.axes[0].get_xlim() == fig.axes[1].get_xlim()
