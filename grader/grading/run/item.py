@@ -33,6 +33,7 @@ import os
 import re
 import shutil
 import tempfile
+import textwrap
 import threading
 import time
 from dataclasses import dataclass, field
@@ -156,6 +157,34 @@ def _gid(cell) -> str | None:
     return gid if isinstance(gid, str) else None
 
 
+# a graded check's result as the notebook prints it (grader.checks.result.CheckResult.text)
+_LOST = re.compile(r"^\[FAIL\] (?P<name>.+?): (?P<got>[0-9.]+)/(?P<top>[0-9.]+) - (?P<msg>.*)$")
+
+
+def lost_points(text: str, gid: str) -> list[str]:
+    """Each graded check of a test cell's printed output that lost points, as one note in
+    full: its score, message and the lines below it (expected, seen, hint, further lost
+    parts). A quick check's line carries no score and is not one of them."""
+    notes, lines = [], text.splitlines()
+    for i, line in enumerate(lines):
+        m = _LOST.match(line)
+        if not m:
+            continue
+        more = []
+        for follow in lines[i + 1:]:
+            if not follow.startswith("  "):
+                break
+            more.append(" ".join(follow.split()))
+        notes.append(f"test cell {gid}: {m['name']} {m['got']}/{m['top']}: {m['msg']}"
+                     + "".join(f"; {x}" for x in more))
+    return notes
+
+
+def _said(text: str, width: int = 400) -> str:
+    """A student's error text for a report: whole words, at most ``width`` characters."""
+    return textwrap.shorten(" ".join(text.split()), width, placeholder=" [...]")
+
+
 def _notes(course: Path, staged: Path, student: str, assignment: str,
            cfg: GradingConfig) -> list[str]:
     """What happened inside an autograded notebook that a student should be told
@@ -191,6 +220,8 @@ def _notes(course: Path, staged: Path, student: str, assignment: str,
                 elif CUT in text:
                     notes.append(f"cell {gid}: its output was cut (a notebook keeps at most "
                                  f"{cfg.limits.output_mb:g} MB of output)")
+                if graded and text:
+                    notes += lost_points(text, gid)
                 if out.get("output_type") != "error":
                     continue
                 ename, evalue = str(out.get("ename", "")), str(out.get("evalue", ""))
@@ -201,8 +232,8 @@ def _notes(course: Path, staged: Path, student: str, assignment: str,
                     pass  # a cell replaced after it ended the kernel: noted by grade_one
                 elif graded:
                     msg = evalue.strip().splitlines()
-                    notes.append(f"test cell {gid} failed with {ename[:80]}"
-                                 + (f": {msg[0][:160]}" if msg else ""))
+                    notes.append(f"test cell {gid} failed with {_said(ename, 80)}"
+                                 + (f": {_said(msg[0])}" if msg else ""))
     return list(dict.fromkeys(notes))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -121,6 +122,10 @@ def test_correct_and_partly_correct_submissions_get_their_scores(graded):
     assert (run.find("alice", A1).score, run.find("alice", A1).max_score) == (8, 8)
     bob = run.find("bob", A1)
     assert bob.status == "graded" and bob.score == 7  # no warm-up: 1 point lost
+    # the lost point's reason, in full, in the report (grades.csv's reason was empty)
+    assert re.search(r"test cell test_time_work: .* 3/4: a cold GPU was timed", bob.reason), bob.reason
+    assert "hint:" in bob.reason, bob.reason
+    assert not run.find("alice", A1).reason
 
 
 def test_feedback_shows_hidden_test_messages_but_not_their_code(graded, course):
