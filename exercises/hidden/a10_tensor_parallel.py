@@ -37,7 +37,8 @@ from typing import Callable
 import numpy as np
 
 from grader.checks.a10_tensor_parallel import (WORLD, example_inputs, fg_inputs,
-                                               forward_backward, phase_events, run_program)
+                                               forward_backward, phase_events, rank_error_hint,
+                                               run_program)
 from grader.checks.result import CheckResult
 
 __all__ = ["check_f_g", "check_tp_mlp", "check_all", "judge_f_g", "judge_tp_mlp", "f_g_case",
@@ -95,8 +96,7 @@ def _on_all(logs: list[dict], key: str, want: list) -> bool:
 
 
 def _ran_fail(names: list[tuple[str, int]], message: str) -> list[CheckResult]:
-    hint = ("a rank waited in an all-reduce that the other rank never reached" if
-            message.startswith("deadlock") else "run the public check above in your notebook")
+    hint = rank_error_hint(message, "run the public check above in your notebook")
     return [CheckResult(n, 0, p, message, expected=f"all {WORLD} ranks finish", hint=hint)
             for n, p in names]
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 import textwrap
 from typing import Any, Callable
 
@@ -38,14 +39,33 @@ from .result import CheckResult
 
 __all__ = ["run_program", "drive_f_g", "drive_mlp", "example_inputs", "fg_inputs",
            "drive_variants", "variant_logs", "forward_backward", "phase_events", "public_f_g", "public_tp_mlp", "public_f_g_verdict",
-           "public_tp_mlp_verdict", "PREAMBLE", "WORLD", "TIMEOUT_S"]
+           "public_tp_mlp_verdict", "PREAMBLE", "rank_error_hint", "WORLD", "TIMEOUT_S"]
 
 TIMEOUT_S = 25.0       # a correct run takes a few seconds; this only bounds a deadlock
 WORLD = 2              # both frameworks: 2 ranks (Paddle's gloo p2p among 3 CPU ranks timed out, a7)
 PREAMBLE = {
-    "torch": "import numpy as np\nimport torch\nimport torch.distributed as dist\n",
-    "paddle": "import numpy as np\nimport paddle\nimport paddle.distributed as dist\n",
+    "torch": ("import numpy as np\nimport torch\nimport torch.distributed as dist\n"
+              "import torch.nn.functional as F\n"),
+    "paddle": ("import numpy as np\nimport paddle\nimport paddle.distributed as dist\n"
+               "import paddle.nn.functional as F\n"),
 }
+IMPORTS = {fw: ", ".join(f"`{line}`" for line in code.splitlines()) for fw, code in PREAMBLE.items()}
+
+
+def rank_error_hint(message: str, default: str) -> str:
+    """The hint for what a rank reported: the student's actual mistake where the error
+    names one (a stub left as released, a name the ranks do not have), else ``default``."""
+    if "NotImplementedError" in message:
+        return ("that function is still the stub as released (it raises NotImplementedError): "
+                "write its body")
+    m = re.search(r"NameError: name '(\w+)' is not defined", message)
+    if m:
+        return (f"'{m.group(1)}' is not defined in the ranks: they run the source of your "
+                f"functions alone, after {IMPORTS['torch']} (Paddle: {IMPORTS['paddle']}); "
+                f"define a helper, or import anything else, inside the function that uses it")
+    if message.startswith("deadlock"):
+        return "a rank waited in an all-reduce that the other rank never reached"
+    return default
 EXAMPLE = {"batch": 2, "d": 4, "hidden": 4, "seed": 10}   # the notebook's worked example
 
 
@@ -300,14 +320,15 @@ def public_f_g_verdict(logs: list[dict] | str) -> CheckResult:
     name = "a10 (public): f and g on the notebook's example"
     if isinstance(logs, str):
         return CheckResult(name, 0, 1, logs, expected="both ranks finish",
-                           hint="the line above is the rank's error")
+                           hint=rank_error_hint(logs, "the line above is the rank's error"))
     errors = [f"rank {r}: {log['got'][k]}" for r, log in enumerate(logs) if "error" in log["got"]
               for k in ("error",)] + [f"rank {r}: {log['got'][k]}" for r, log in enumerate(logs) for k in ("f_error", "g_error")
               if k in log["got"]]
     if errors:
         return CheckResult(name, 0, 1, errors[0], expected="f and g run forward and backward",
-                           hint="f and g each return a tensor shaped like x; write them as "
-                                "an autograd function (PyTorch) or a PyLayer (Paddle)")
+                           hint=rank_error_hint(errors[0], "f and g each return a tensor shaped "
+                                                "like x; write them as an autograd function "
+                                                "(PyTorch) or a PyLayer (Paddle)"))
     sx = FG_EXAMPLE[0]["x"] + FG_EXAMPLE[1]["x"]
     sdy = FG_EXAMPLE[0]["dy"] + FG_EXAMPLE[1]["dy"]
     want = {"f_fwd": [t["x"] for t in FG_EXAMPLE], "f_bwd": [sdy, sdy],
@@ -353,13 +374,12 @@ def public_tp_mlp_verdict(logs: list[dict] | str) -> CheckResult:
     name = "a10 (public): tp_mlp on the notebook's example"
     if isinstance(logs, str):
         return CheckResult(name, 0, 1, logs, expected="both ranks return y",
-                           hint="the line above is the rank's error; tp_mlp, f and g must be "
-                                "self-contained (helpers inside them)")
+                           hint=rank_error_hint(logs, "the line above is the rank's error"))
     want = _example_y()
     failed = next((log["got"]["error"] for log in logs if "error" in log["got"]), None)
     if failed:
         return CheckResult(name, 0, 1, failed, expected="both ranks return y",
-                           hint="the line above is the rank's error")
+                           hint=rank_error_hint(failed, "the line above is the rank's error"))
     ys = [forward_backward(log)[1] for log in logs]     # y as the forward pass ended
     shapes = [tuple(np.shape(y)) for y in ys]
     if any(s != want.shape for s in shapes):
