@@ -124,11 +124,20 @@ def _check_ring(name: str, logs: list[dict], world: int, length: int) -> CheckRe
     seen = f"ranks sent to {peers}; messages per rank {msgs}; {elems} elements in all"
     if neighbour and all(m == want_msgs for m in msgs) and elems == want_elems:
         return CheckResult(name, 2, 2, seen)
+    if not neighbour:
+        hint = "each rank sends only to its neighbour, rank (r + 1) mod p"
+    elif all(m == world - 1 for m in msgs) and elems == want_elems // 2:
+        hint = (f"only the reduce-scatter's {world - 1} messages per rank were sent: the "
+                f"all-gather's {world - 1} more (one finished chunk each) are missing")
+    elif elems > want_elems:
+        hint = "send one chunk per step, not the whole tensor"
+    else:
+        hint = (f"{world - 1} steps of reduce-scatter, then {world - 1} of all-gather, one "
+                "chunk sent per step")
     return CheckResult(name, 0, 2, "the messages do not follow a ring",
                        expected=f"each rank sends only to its neighbour, {want_msgs} messages of "
                                 f"one chunk each: {want_elems} elements in all (L = {length}, p = {world})",
-                       seen=seen, hint="send one chunk per step, not the whole tensor, and only to "
-                                       "rank (r + 1) mod p")
+                       seen=seen, hint=hint)
 
 
 def check_all(fn: Callable, framework: str = "torch") -> list[CheckResult]:

@@ -41,6 +41,9 @@ def test_forgetting_the_all_gather_keeps_the_reduce_scatter_point():
     values, p2p, ring = a7.check_all(sol.no_all_gather)
     assert values.points == 1 and "without the all-gather phase" in values.message
     assert p2p.points == 1 and ring.points == 0
+    # the ring's hint names the missing all-gather (it said 'send one chunk per step, not the
+    # whole tensor, and only to rank (r + 1) mod p', which the answer does)
+    assert "all-gather" in ring.hint and "missing" in ring.hint and "whole tensor" not in ring.hint
 
 
 def test_wrong_chunk_indexing_gets_no_value_points():
