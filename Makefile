@@ -17,12 +17,13 @@ PYTEST_ARGS ?=
 TEST_PROCS ?= 2
 XDIST := $(if $(filter 0,$(TEST_PROCS)),,-n $(TEST_PROCS) --dist loadgroup --no-loadscope-reorder)
 
-.PHONY: help install bytecode book test test-fast bench gpu-check browser-deps grade-deps slurm-deps lock clean clean-book grade hub hub-deps sandbox-deps
+.PHONY: help install bytecode book test test-fast bench gpu-check browser-deps grade-deps slurm-deps lock clean clean-book grade collect hub hub-deps sandbox-deps
 
 help:
 	@echo "make book   build the executed HTML book into _build/html"
 	@echo "make test   run the test suite (book build and browser checks included)"
 	@echo "make bench  print build times, the CPU two-worker speedup and the class grading ratio"
+	@echo "make collect ASSIGNMENT=... FROM=...  collect hand-ins downloaded from the platform"
 	@echo "make grade  grade exercises/submitted/ (sandboxed, parallel, resumable; exercises/course.toml)"
 	@echo "make hub    run the course's JupyterHub on http://127.0.0.1:$(HUB_PORT) with demo accounts"
 
@@ -64,6 +65,19 @@ bench: $(STAMP)
 GRADE_ARGS ?=
 grade: $(STAMP) sandbox-deps
 	$(PY) -m grader.grading --course exercises $(GRADE_ARGS)
+
+# Collect the hand-ins of one assignment downloaded from the course's platform: FROM is the
+# platform's download, a folder per student id with their uploads inside (or give ROSTER, a
+# CSV mapping files to students); whose and when come from there, never from the zips
+# (exercises/GRADING.md, "Hand-ins by zip"). Then `make grade`.
+ASSIGNMENT ?=
+FROM ?=
+ROSTER ?=
+collect: $(STAMP)
+	@test -n "$(ASSIGNMENT)" || { echo "make collect needs ASSIGNMENT=<assignment> and FROM=<the platform's download folder> (see exercises/GRADING.md)"; exit 2; }
+	@if [ -n "$(FROM)" ]; then test -d "$(FROM)" || { echo "make collect: FROM=$(FROM) is not a folder"; exit 2; }; \
+	  mkdir -p "exercises/downloaded/$(ASSIGNMENT)" && cp -Rp "$(FROM)"/. "exercises/downloaded/$(ASSIGNMENT)/"; fi
+	$(PY) -m grader.grading.submission.collect $(ASSIGNMENT) $(if $(ROSTER),--roster "$(ROSTER)")
 
 # What grading itself needs: Debian's bubblewrap (the kernels' sandbox, exercises/GRADING.md).
 sandbox-deps:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -244,43 +245,63 @@ def test_nbgrader_zip_collect_is_switched_off_and_replaces_nobody(course, tmp_pa
     assert not (course / "submitted").exists()
 
 
+def _recipe() -> str:
+    """The bash block of GRADING.md that collects and grades, as written there."""
+    text = (EXERCISES / "GRADING.md").read_text()
+    blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
+    (block,) = [b for b in blocks if "make collect" in b]
+    return block
+
+
+def _repository_copy(where: Path) -> Path:
+    """The repository's files ``make collect`` and ``make grade`` use, copied with their
+    times (the Makefile compares them with the installed environment's), the course without
+    its sample submissions; the environment is this one's (``VENV``)."""
+    repo = where / "repo"
+    repo.mkdir()
+    for name in ("Makefile", "pyproject.toml", "constraints.txt", "README.md"):
+        shutil.copy2(ROOT / name, repo / name)
+    shutil.copytree(ROOT / "grader", repo / "grader", copy_function=shutil.copy2,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    ex = repo / "exercises"
+    ex.mkdir()
+    for name in ("nbgrader_config.py", "course.toml"):
+        shutil.copy2(EXERCISES / name, ex / name)
+    shutil.copytree(EXERCISES / "hidden", ex / "hidden", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(EXERCISES / "source" / A1, ex / "source" / A1)
+    return repo
+
+
 @pytest.mark.slow
-def test_make_grade_grades_what_the_collect_step_collected(tmp_path):
-    from grader.grading.run.pipeline import grade_course
+def test_the_recipe_as_written_collects_and_grades(tmp_path):
+    """GRADING.md's two lines, run by bash as they stand there, in a copy of the repository:
+    ann's hand-in made with ``python -m grader.handin`` from a notebook downloaded from the
+    book, in the platform's download folder under her id, is collected and graded 8 of 8."""
     from grader.student_setup import with_setup_cell, wheel_name
 
-    course = Path(tempfile.mkdtemp(prefix="course-handin-"))
-    try:
-        shutil.copy(EXERCISES / "nbgrader_config.py", course)
-        shutil.copytree(EXERCISES / "hidden", course / "hidden")
-        shutil.copytree(EXERCISES / "source" / A1, course / "source" / A1)
-        laptop = tmp_path / "laptop"
-        laptop.mkdir()
-        # alice's correct answer, as downloaded from the book (its set-up cell first)
-        nb = with_setup_cell(nbformat.read(_answer("alice"), as_version=4), wheel_name(ROOT))
-        nbformat.write(nb, laptop / f"{A1}.ipynb")
-        env = {k: v for k, v in os.environ.items() if k != "NBGRADER_EXECUTION"}
-        cli = subprocess.run([sys.executable, "-m", "grader.handin", A1, "--student", "ann.lee"],
-                             cwd=laptop, capture_output=True, text=True, timeout=120,
-                             env=dict(env, PYTHONPATH=str(ROOT)))
-        assert cli.returncode == 0, cli.stderr
-        assert "all 2 answer cells are filled in" in cli.stdout
-        (zipped,) = laptop.glob(f"{A1}-ann.lee-*.zip")
-        _upload(course, zipped, "ann.lee", f"Ann Lee_4711_assignsubmission_file_{zipped.name}",
-                received=T0)
-        done = subprocess.run([sys.executable, "-m", "grader.grading.submission.collect", A1,
-                               "--course", str(course)], capture_output=True, text=True,
-                              timeout=120, cwd=ROOT)
-        assert done.returncode == 0, done.stdout + done.stderr
-        assert "1 collected, 0 kept only in handins/, 0 refused" in done.stdout
-        got = course / "submitted" / "ann.lee" / A1
-        assert sorted(p.name for p in got.iterdir()) == [f"{A1}.ipynb", "timestamp.txt"]
-        assert json.loads((got / f"{A1}.ipynb").read_bytes()) == json.loads(
-            (laptop / f"{A1}.ipynb").read_bytes())
-        run = grade_course(course, only_assignments=[A1], cell_timeout=60, notebook_timeout=600,
-                           verbose=False)
-        o = run.find("ann.lee", A1)
-        assert (o.status, o.score, o.max_score) == ("graded", 8, 8), o.reason
-        assert (course / "feedback" / "ann.lee" / A1 / f"{A1}.html").is_file()
-    finally:
-        shutil.rmtree(course, ignore_errors=True)
+    repo = _repository_copy(tmp_path)
+    laptop = tmp_path / "laptop"
+    laptop.mkdir()
+    # alice's correct answer, as downloaded from the book (its set-up cell first)
+    nb = with_setup_cell(nbformat.read(_answer("alice"), as_version=4), wheel_name(ROOT))
+    nbformat.write(nb, laptop / f"{A1}.ipynb")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NBGRADER_", "MAKE"))}
+    cli = subprocess.run([sys.executable, "-m", "grader.handin", A1, "--student", "ann.lee"],
+                         cwd=laptop, capture_output=True, text=True, timeout=120,
+                         env=dict(env, PYTHONPATH=str(ROOT)))
+    assert cli.returncode == 0, cli.stderr
+    (zipped,) = laptop.glob(f"{A1}-ann.lee-*.zip")
+    home = tmp_path / "home"
+    download = home / "Downloads" / "a1" / "ann.lee"
+    download.mkdir(parents=True)
+    shutil.copy(zipped, download / f"Ann Lee_4711_assignsubmission_file_{zipped.name}")
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", _recipe()], cwd=repo,
+                          capture_output=True, text=True, timeout=900,
+                          env=dict(env, HOME=str(home), VENV=str(ROOT / ".venv")))
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    assert "1 collected, 0 kept only in handins/, 0 refused" in done.stdout, done.stdout[-3000:]
+    with open(repo / "exercises" / "reports" / "grades.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["student"] == "ann.lee"]
+    assert [(r["assignment"], r["score"], r["max_score"], r["status"]) for r in rows] == [
+        (A1, "8", "8", "graded")], rows
+    assert (repo / "exercises" / "feedback" / "ann.lee" / A1 / f"{A1}.html").is_file()
