@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sysconfig
 from dataclasses import asdict
 from pathlib import Path
 
@@ -58,7 +59,12 @@ def grader_digest() -> str:
     h = hashlib.sha256()
     _files(h, [(str(p.relative_to(root)), p) for p in sorted(root.rglob("*.py"))
                if "__pycache__" not in p.parts])
-    for d in sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()):
+    # the environment's own packages, not whatever sys.path holds: run from the repository's
+    # folder, its pdl_course.egg-info is one more "distribution" than run from elsewhere,
+    # and every verdict was out of date when make grade and a worker differed in their cwd
+    site = sorted({sysconfig.get_paths()[k] for k in ("purelib", "platlib")})
+    for d in sorted({f"{d.metadata['Name']}=={d.version}"
+                     for d in importlib.metadata.distributions(path=site)}):
         h.update(d.encode() + b"\n")
     return h.hexdigest()
 
