@@ -174,6 +174,22 @@ def _one_of_each_script(app, pagename, templatename, context, doctree) -> None:
     scripts[:] = kept
 
 
+def _with_outputs(app, nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """``nb`` with its outputs: myst-nb writes ``jupyter_execute/`` with them when it runs a
+    page, but without them when it takes the page from its execution cache (every rebuild);
+    then they come from that cache, matched by the cells' code as myst-nb matches them."""
+    if any(c.get("outputs") for c in nb.cells if c.cell_type == "code"):
+        return nb
+    from jupyter_cache import get_cache
+
+    path = getattr(app.config, "nb_execution_cache_path", "") or \
+        Path(app.outdir).parent / ".jupyter_cache"
+    try:
+        return get_cache(str(path)).merge_match_into_notebook(nb)[1]
+    except KeyError:          # not in the cache: the notebook as myst-nb wrote it
+        return nb
+
+
 def _notebook_download(app, pagename, templatename, context, doctree) -> None:
     """Every executed chapter downloads as a notebook (.ipynb, with its outputs), beside the
     theme's .md and .pdf: sphinx-book-theme offers it only where launch buttons are
@@ -190,7 +206,7 @@ def _notebook_download(app, pagename, templatename, context, doctree) -> None:
         return
     target = (Path(app.outdir) / "_sources" / pagename).with_suffix(".ipynb")
     target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(executed, target)
+    nbformat.write(_with_outputs(app, nbformat.read(executed, as_version=4)), target)
     menu["buttons"].insert(0, {
         "type": "link", "url": f"{context['pathto']('_sources', 1)}/{pagename}.ipynb",
         "text": ".ipynb", "tooltip": "Download notebook file (run it in a clone of the "
