@@ -19,6 +19,7 @@ def _book(tmp_path: Path, fill: bool) -> Path:
     cfg["sphinx"]["config"].pop("html_static_path")  # tiny book has no _static
     cfg["sphinx"]["config"].pop("html_css_files")
     cfg["sphinx"]["config"].pop("html_js_files")
+    cfg["html"].pop("favicon")                        # nor the book's icon
     if fill:
         cfg["repository"]["url"] = "https://github.com/example-org/course"
         cfg["launch_buttons"]["jupyterhub_url"] = "https://hub.example.org"
