@@ -252,6 +252,24 @@ time.sleep(20)
 print('survived')""")
 
 
+def starts_busy_processes(course: Path, student: str) -> None:
+    """Eight detached processes that keep the CPU busy for 20 s while the notebook waits,
+    beside whoever is graded at the same time (issue 32, class 4: an honest 2/5 became 0/5
+    when such a job had the cores). The job's control group gets one fair share of the CPU
+    whatever it starts, so the students graded beside it keep their exact scores."""
+    _with_cell(course, student, """
+import os, time
+end = time.time() + 20
+for _ in range(8):
+    if os.fork() == 0:
+        os.setsid()
+        while time.time() < end:
+            pass
+        os._exit(0)
+time.sleep(21)
+print('burnt')""")
+
+
 IPC_NOTE = "a note for whoever comes next"
 
 
@@ -317,6 +335,7 @@ ATTACKS: dict[str, tuple[Attack, str, float | None, str]] = {
     "k_fifo": (replaces_its_notebook_with_a_fifo, "graded", 8, ""),
     "k_memory": (fills_memory_beyond_the_sandbox, "graded", 8, ""),
     "k_tmp_disk": (fills_tmp_past_the_disk_budget, "graded", 8, "limit on what a notebook may write"),
+    "cpu_hog": (starts_busy_processes, "graded", 8, ""),
     "ipc_link": (replaces_its_sockets_with_links, "graded", 8, ""),
     "ipc_a_writer": (leaves_a_note_in_its_socket_folder, "graded", 8, ""),
     "ipc_b_reader": (lists_its_socket_folder, "graded", 8, ""),
