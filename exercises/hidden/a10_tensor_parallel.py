@@ -2,15 +2,15 @@
 share: ``grader.checks.a10_tensor_parallel``).
 
 Task 1, ``f`` and ``g`` (4 points, one per operator and direction), on 2 ranks whose ``x``
-and ``dy`` differ (a new random draw each run): f's forward is the identity, f's backward the
-sum of the ranks' ``dy``, g's forward the sum of the ranks' ``x``, g's backward the identity;
-and, in the relay's record, each pass communicates as Megatron's: one all-reduce (of ``dy``
-in f's backward, of ``x`` in g's forward) or none.
+and ``dy`` differ (drawn from the course's secret: the same on every run): f's forward is
+the identity, f's backward the sum of the ranks' ``dy``, g's forward the sum of the ranks'
+``x``, g's backward the identity; and, in the relay's record, each pass communicates as
+Megatron's: one all-reduce (of ``dy`` in f's backward, of ``x`` in g's forward) or none.
 
-Task 2, ``tp_mlp`` (6 points), on 2 ranks given the same ``x``, weights and ``dy`` (a new draw
-each run; batch 3, d 6, hidden 8). Its backward pass is run with the course's f and g in place
-of the notebook's (defined after the student's functions), so a mistake of task 1 is not
-counted twice:
+Task 2, ``tp_mlp`` (6 points), on 2 ranks given the same ``x``, weights and ``dy`` (drawn
+from the course's secret; batch 3, d 6, hidden 8). Its backward pass is run with the
+course's f and g in place of the notebook's (defined after the student's functions), so a
+mistake of task 1 is not counted twice:
 
 - 3: ``y`` equals the MLP on one device on every rank, and came out of the method: among
   the forward pass's collectives is an all-reduce of rank ``r``'s partial sum
@@ -31,7 +31,6 @@ what it received then, so a rank cannot move a forward collective into the backw
 from __future__ import annotations
 
 import math
-import secrets
 from typing import Callable
 
 import numpy as np
@@ -40,6 +39,9 @@ from grader.checks.a10_tensor_parallel import (WORLD, example_inputs, fg_inputs,
                                                forward_backward, phase_events, rank_error_hint,
                                                run_program)
 from grader.checks.result import CheckResult
+from grader.grading.hidden import cases
+
+ASSIGNMENT = "a10_tensor_parallel"
 
 __all__ = ["check_f_g", "check_tp_mlp", "check_all", "judge_f_g", "judge_tp_mlp", "f_g_case",
            "mlp_case", "SIZES", "COURSE_F_G"]
@@ -157,8 +159,10 @@ def check_f_g(f: Callable, g: Callable, framework: str = "torch",
 
 
 def f_g_case(seed: int | None = None) -> list[dict]:
-    """Task 1's inputs: a new draw each run unless ``seed`` is given."""
-    return fg_inputs(FG_LENGTH, secrets.randbits(31) if seed is None else seed)
+    """Task 1's inputs: drawn from the course's secret (grader.grading.hidden.cases: the
+    same for every student and every run, so identical notebooks score the same) unless
+    ``seed`` is given."""
+    return fg_inputs(FG_LENGTH, cases(ASSIGNMENT, "f_g").randrange(2**31) if seed is None else seed)
 
 
 def judge_f_g(logs: list[dict], inputs: list[dict]) -> list[CheckResult]:
@@ -248,9 +252,10 @@ def check_tp_mlp(tp_mlp: Callable, framework: str = "torch",
 
 
 def mlp_case(seed: int | None = None) -> list[dict]:
-    """Task 2's inputs (the same on every rank): a new draw each run unless ``seed`` is given."""
+    """Task 2's inputs (the same on every rank): drawn from the course's secret, as task 1's,
+    unless ``seed`` is given."""
     return example_inputs(SIZES["batch"], SIZES["d"], SIZES["hidden"],
-                          secrets.randbits(31) if seed is None else seed)
+                          cases(ASSIGNMENT, "tp_mlp").randrange(2**31) if seed is None else seed)
 
 
 def judge_tp_mlp(logs: list[dict], inputs: list[dict]) -> list[CheckResult]:

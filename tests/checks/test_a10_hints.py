@@ -42,3 +42,15 @@ def test_a_released_stub_and_a_module_level_helper_get_their_own_hints():
 
     helper = checks.public_tp_mlp(tp_mlp, f_ok, g_ok, "torch")
     assert not helper.passed and "'_helper' is not defined in the ranks" in helper.hint, helper.text()
+
+
+def test_the_graded_cases_are_the_same_on_every_run_so_identical_notebooks_score_the_same():
+    """Drawn from the course's secret (grader.grading.hidden.cases), not anew on each run."""
+    import numpy as np
+
+    from tests.checks.notebooks import hidden_checks
+
+    a10 = hidden_checks("a10_tensor_parallel")
+    for case in (a10.f_g_case, a10.mlp_case):
+        one, two = case(), case()
+        assert all(np.array_equal(a[k], b[k]) for a, b in zip(one, two) for k in a), case

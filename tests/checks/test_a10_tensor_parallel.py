@@ -142,9 +142,10 @@ def test_the_f_g_verdicts_follow_the_values_each_rank_returned():
     assert [r.points for r in quiet] == [1, 0, 0, 1] and "not one all-reduce" in quiet[1].seen
 
 
-def test_the_inputs_are_a_new_draw_each_run_and_the_ranks_see_different_x_in_task_1():
+def test_the_inputs_are_the_courses_draw_and_the_ranks_see_different_x_in_task_1():
     a, b = a10.f_g_case(), a10.f_g_case()
-    assert not np.array_equal(a[0]["x"], b[0]["x"])
+    assert np.array_equal(a[0]["x"], b[0]["x"])     # the same on every run (the course's secret)
+    assert not np.array_equal(a[0]["x"], a10.f_g_case(7)[0]["x"])
     assert not np.array_equal(a[0]["x"], a[1]["x"])      # f and g show only by communicating
     m = a10.mlp_case()
     assert all(np.array_equal(m[0][k], m[1][k]) for k in m[0])   # the MLP's input is replicated
