@@ -14,56 +14,33 @@ notebook here costs four launches of the ranks.
 Needs root and bubblewrap (skipped without them, failed when ``CI`` is set)."""
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
 from pathlib import Path
 
-import nbformat
 import pytest
 
-from grader.grading.config import SandboxConfig
-from grader.grading.sandbox import setup
 from tests.checks import a10_solutions as sol
 from tests.checks.notebooks import reference
 from tests.checks.samples_a10 import SCORES
+from tests.grading import graded_course
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
-EXERCISES = ROOT / "exercises"
 A = "a10_tensor_parallel"
 
 
 def _outputs(course: Path, student: str, cell: str) -> str:
-    nb = nbformat.read(course / "autograded" / student / A / f"{A}.ipynb", as_version=4)
-    c = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == cell)
-    return "\n".join(o.get("text", "") or str(o.get("evalue", "")) for o in c.get("outputs", []))
+    return graded_course.outputs(course, A, student, cell)
 
 
 @pytest.fixture(scope="module")
 def graded():
-    problem = setup.check(SandboxConfig())
-    if problem:
-        if os.environ.get("CI"):
-            pytest.fail(problem)
-        pytest.skip(problem)
+    graded_course.need_sandbox()
     from grader.grading.run.pipeline import grade_course
 
-    course = Path(tempfile.mkdtemp(prefix="a10-course-"))
-    shutil.copy(EXERCISES / "nbgrader_config.py", course)
-    shutil.copytree(EXERCISES / "hidden", course / "hidden")
-    shutil.copytree(EXERCISES / "source" / A, course / "source" / A)
-    for student in ("alice", "bob"):
-        shutil.copytree(EXERCISES / "submitted" / student / A, course / "submitted" / student / A)
-    nb = nbformat.read(EXERCISES / "submitted" / "alice" / A / f"{A}.ipynb", as_version=4)
-    dan = {"f_g": reference(A)["f_g"], "tp_mlp": sol.MLP_TORCH_DIRECT.strip("\n")}
-    for c in nb.cells:
-        gid = c.metadata.get("nbgrader", {}).get("grade_id")
-        if gid in dan:
-            c.source = dan[gid]
-    (course / "submitted" / "dan" / A).mkdir(parents=True)
-    nbformat.write(nb, course / "submitted" / "dan" / A / f"{A}.ipynb")
+    dan = graded_course.sample("alice", A, {"f_g": reference(A)["f_g"],
+                                            "tp_mlp": sol.MLP_TORCH_DIRECT.strip("\n")})
+    course = graded_course.make(A, ("alice", "bob"), {"dan": dan})
     run = grade_course(course, cell_timeout=180, notebook_timeout=800, memory_gb=4.0,
                        workers=1, verbose=False)
     yield course, {o.student: o for o in run.outcomes}
