@@ -40,6 +40,18 @@ def torchrun_logs():
     shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def no_leaked_grading_variables(monkeypatch):
+    """Each test starts outside a grading run. nbgrader's ``utils.setenv`` (autograde sets
+    ``NBGRADER_EXECUTION``, validate also ``NBGRADER_VALIDATING``) restores nothing when the
+    run inside it raises, so a test that ran nbgrader in this process before could leave them
+    set; a kernel started later inherits them and skips what it skips while graded (a fresh-clone
+    CI run: a9's last example printed "skipped while grading" and test_run_all failed). A test
+    that needs them sets them itself."""
+    for name in ("NBGRADER_EXECUTION", "NBGRADER_VALIDATING"):
+        monkeypatch.delenv(name, raising=False)
+
+
 def _gpus() -> int:
     try:
         from grader.lab.core.backends import get_backend
