@@ -42,7 +42,7 @@ from typing import Any
 
 from ...lab.core.threads import framework_ready
 from .cells import CellNamespace, bounded_streams, error_fields, run_cell_source, run_test_cell
-from . import confine
+from . import confine, meter
 from .channel import JOB_BUDGET, RemoteTimeout, connect
 
 __all__ = ["JudgeProcess", "PRELOAD", "MAX_REPR_CHARS", "warm"]
@@ -110,6 +110,9 @@ def _confine(cmd: dict):
     if confined is None:
         hello = _STATE.get("hello", {})
         isolation = cmd.get("env", {}).get(confine.RANK_ENV)
+        # while still root: the kernel's memory group, for checks that measure a call's
+        # memory (grader.grading.judge.meter)
+        meter.open_kernel_group()
         confined = _STATE["confined"] = confine.drop(
             settings_file=confine.settings_of(isolation) if isolation else None,
             course_root=hello.get("course_root"), folder=cmd["folder"], tmp=hello.get("tmp"),
