@@ -23,3 +23,22 @@ def function_ast(name: str, function: str) -> ast.FunctionDef:
         if isinstance(node, ast.FunctionDef) and node.name == function:
             return node
     raise LookupError(f"{name}.py defines no function {function}")
+
+
+def diagram_cells(page: str) -> list[tuple[dict, str]]:
+    """The cells of ``chapters/<page>.md`` that draw one of grader.lab.diagrams: their
+    options (the YAML block, parsed) and their code."""
+    import re
+
+    import yaml
+
+    text = (SCRIPTS.parent / f"{page}.md").read_text()
+    out = []
+    for body in re.findall(r"```\{code-cell\} ipython3\n(.*?)\n```", text, flags=re.S):
+        options = {}
+        if body.startswith("---\n"):
+            head, body = body[4:].split("\n---\n", 1)
+            options = yaml.safe_load(head)
+        if "grader.lab.diagrams" in body:
+            out.append((options, body))
+    return out

@@ -16,9 +16,21 @@ from grader.lab.diagrams import dispatch_plan, moe_diagram, received  # noqa: E4
 from grader.lab.diagrams.draw import drawn  # noqa: E402
 from grader.lab.planner.experts import MoE, capacity  # noqa: E402
 
-from .scripts import script  # noqa: E402
+from .scripts import diagram_cells, script  # noqa: E402
 
-PAGE = [[[1, 0], [1, 2], [0, 3], [2, 1]], [[3, 2], [2, 3], [0, 1], [3, 0]]]
+
+
+def _page_choices():
+    """The routing the page draws (its cell's ``choices = ...``)."""
+    import ast
+
+    code = next(c for _, c in diagram_cells("context_expert") if "moe_diagram(" in c)
+    assign = next(n for n in ast.parse(code).body if isinstance(n, ast.Assign)
+                  and getattr(n.targets[0], "id", "") == "choices")
+    return ast.literal_eval(assign.value)
+
+
+PAGE = _page_choices()
 
 
 def _choices(rng: random.Random, world: int, tokens: int, experts: int, k: int):
