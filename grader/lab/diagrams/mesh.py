@@ -54,7 +54,7 @@ def mesh_diagram(layout: Layout, example: int = 0):
     pp, rep, shard, tp = layout.mesh_shape
     ranks = mesh_ranks(layout)
     rows = rep * shard
-    fig, axes = plt.subplots(1, pp, figsize=(max(3.2 * pp, 5.0), 1.6 + 0.5 * rows),
+    fig, axes = plt.subplots(1, pp, figsize=(max(3.2 * pp, 6.4), 1.8 + 0.5 * rows),
                              squeeze=False)
     outline = {"apply_tp": "#C44E52", "apply_fsdp": "#222222", "apply_pp": "#8172B3"}
     groups = {name: set(group_of(layout, example, dims)) for name, dims in OWNERS}
@@ -88,14 +88,15 @@ def mesh_diagram(layout: Layout, example: int = 0):
         if name == "apply_fsdp" and rep > 1 and shard > 1:      # HSDP
             within = group_of(layout, example, ("dp_shard",))
             across = group_of(layout, example, ("dp_replicate",))
-            line += (f" (sharded within {', '.join(map(str, within))}, gradients "
-                     f"all-reduced across {', '.join(map(str, across))})")
+            line += (f"\n(HSDP: sharded within ranks {', '.join(map(str, within))}, "
+                     f"gradients all-reduced across ranks {', '.join(map(str, across))})")
         words.append(line)
     styles = {"apply_tp": "solid red", "apply_fsdp": "solid black",
               "apply_pp": "dotted purple"}
-    text = "\n".join(f"{w}  ({styles[n]} outline)" for w, (n, _) in zip(words, OWNERS))
+    text = "\n".join(w.replace("\n", f"  ({styles[n]} outline)\n", 1) if "\n" in w
+                     else f"{w}  ({styles[n]} outline)" for w, (n, _) in zip(words, OWNERS))
     fig.text(0.5, 0.02, f"the groups of rank {example}, by the function that owns their "
              f"dimensions:\n{text}", ha="center", va="bottom", fontsize=7.5,
              gid="mesh-owners")
-    fig.tight_layout(rect=(0, 0.24, 1, 1))
+    fig.tight_layout(rect=(0, 0.27, 1, 1))
     return fig
