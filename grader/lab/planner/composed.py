@@ -10,6 +10,32 @@ column-then-row split) and the blocks cut into ``pp`` pipeline stages run by a
 (``--layouts 1x2x2x1``) and write back into their records, so :meth:`Layout.parse`
 of a record's layout is the layout the planner prices.
 
+:func:`memory_terms` and :func:`step_collectives` price a layout as the capstone's
+parallelize functions build it, where :mod:`.sharded`'s general model of ZeRO-3 was
+wrong for it (the scale page, chapters/scale.md, measured each of these with
+PyTorch's memory tracker on a fake process group):
+
+- FSDP's units are the blocks and one *root* unit (the embedding, final norm and head
+  together), not a block as the largest unit: the root holds the vocabulary-sized
+  matrices, is gathered once per step and stays gathered from its forward to its
+  backward; each block is gathered before its forward and again before its backward;
+- a gathered unit is a copy beside the shard (FSDP2 copies it out of its all-gather
+  buffer), so it counts whole at every degree, where ``(1 - 1/n)`` of it vanished at
+  ``n = 1``; the root's unsharded gradients are held until its reduce-scatter, the
+  last of the step;
+- the embedding's gradient is built at the size of the whole matrix on every
+  tensor-parallel rank (the tracker saw one tensor of ``vocab x width`` values in the
+  backward), not as its ``1/tp`` share;
+- tensor parallelism splits the embedding and the head along the vocabulary too
+  (``RowwiseParallel`` / ``ColwiseParallel`` on them, as :mod:`.layers` already has
+  it), where :mod:`.sharded` kept them whole on every tensor-parallel rank;
+- the blocks' three separate q, k, v products all-reduce their input's gradient once
+  each (six all-reduces per block and micro-batch, not Megatron's fused four), the
+  split embedding all-reduces its output, the head gathers its logits (forward) and
+  all-reduces its input's gradient (backward);
+- a shard group of one rank (``R x 1``: FSDP over a (replicate, 1) mesh) gathers and
+  reduce-scatters nothing; the replicas all-reduce each unit's gradients.
+
 The planner had two descriptions of a layout before this one, each for its chapter:
 :class:`~.sharded.Plan` (data, ZeRO, tensor and pipeline degrees) and
 :class:`~.mesh.MeshPlan` (data, tensor, context and expert degrees, no pipeline).
@@ -26,7 +52,7 @@ from .cluster import Cluster, with_devices
 from .mesh import MeshPlan
 from .sharded import SCHEDULES, Plan, PlanPrediction, Transformer, predict_plan
 
-__all__ = ["Layout", "predict", "DIM_NAMES"]
+__all__ = ["Layout", "predict", "DIM_NAMES", "units", "memory_terms", "step_collectives"]
 
 # the mesh's dimensions, outermost first (torchtitan's order: the pipeline outermost,
 # tensor parallelism innermost, on the neighbouring ranks with the fastest links)
@@ -148,3 +174,81 @@ def predict(model: Transformer, layout: Layout, cluster: Cluster) -> PlanPredict
     if problems:
         raise ValueError(f"{layout.text} ({layout}): " + "; ".join(problems))
     return predict_plan(model, layout.plan(), with_devices(cluster, layout.ranks))
+
+
+def units(model: Transformer, layout: Layout, stage: int = 0) -> tuple[float, float, int]:
+    """Values of one block and of the root unit on a rank of ``stage`` before FSDP
+    shards them, and the blocks of the stage: tensor parallelism splits every
+    matrix, the q/k/v and MLP biases and the embedding and head along the vocabulary;
+    the row-parallel biases and the norms stay whole."""
+    w, t = model.width, layout.tp
+    block = (12 * w * w + 4 * w) / t + 6 * w
+    first, last = stage == 0, stage == layout.pp - 1
+    root = (model.vocab * w / t if first else 0.0) + \
+        ((w * model.vocab + model.vocab) / t + 2 * w if last else 0.0)
+    return block, root, model.blocks // layout.pp
+
+
+def memory_terms(model: Transformer, layout: Layout, stage: int = 0) -> dict[str, float]:
+    """Bytes of rank 0 of ``stage``, by kind, each at its own peak in a step, as the
+    capstone's functions hold them (see the module's text); activations as
+    :mod:`.sharded` counts them, for the micro-batches the stage holds in flight."""
+    block, root, blocks = units(model, layout, stage)
+    it, n = model.itemsize, layout.shard
+    whole = (blocks * block + root) * it
+    if layout.dp > 1:             # fully_shard: shards, the root and a block gathered
+        params = whole / n + (root + block) * it
+        # at the end of the backward: the blocks' gradients reduced to their shards,
+        # the root's still whole, the embedding's at the size of the whole matrix
+        embed = model.vocab * model.width if stage == 0 else 0.0
+        grads = (blocks * block / n + root + embed * (1 - 1 / layout.tp)) * it
+        opt = model.opt_states * whole / n
+    else:
+        params, grads, opt = whole, whole, model.opt_states * whole
+    # what autograd keeps per token (the sharding chapter's count), for the tokens the
+    # stage holds: 1F1B's first stage min(pp, micro) micro-batches; the head's logits
+    # only on the last stage
+    per_block, edges = model.activation_bytes(layout.tp)
+    micro = layout.micro if layout.pp > 1 else 1
+    in_flight = min(layout.pp, micro) if layout.pp > 1 else 1
+    tokens = model.batch // layout.dp // micro * model.seq
+    if stage != layout.pp - 1:
+        edges = 0.0
+    acts = in_flight * tokens * (blocks * per_block + edges)
+    return {"params": params, "grads": grads, "optimizer": opt, "activations": acts}
+
+
+def step_collectives(model: Transformer, layout: Layout, stage: int = 0,
+                     micro: int | None = None) -> list[tuple[str, str]]:
+    """The collectives rank 0 of ``stage`` starts in a step: (op, "dp", "tp" or "pp"),
+    as the capstone's functions issue them (see the module's text). A pipeline's stage
+    runs ``micro`` micro-batches (default: the layout's) in 1F1B's order, FSDP as
+    ``PipelineStage`` runs it: the gradients reduced and the blocks freed once, after
+    the last backward, so a block is gathered for each forward before the first
+    backward and once more for that backward; the activations sent to the next stage
+    and their gradients received back are one send and one receive per micro-batch
+    and stage boundary."""
+    _, root, blocks = units(model, layout, stage)
+    pp = layout.pp
+    m = (layout.micro if micro is None else micro) if pp > 1 else 1
+    first, last = stage == 0, stage == pp - 1
+    unit_count = blocks + (1 if root else 0)
+    out: list[tuple[str, str]] = []
+    if layout.tp > 1:
+        per_micro = [("all_reduce", "tp")] * (6 * blocks)     # 2 forward, 4 backward
+        if first:                                              # the split embedding
+            per_micro.append(("all_reduce", "tp"))
+        if last:                                               # the head
+            per_micro += [("all_gather", "tp"), ("all_reduce", "tp")]
+        out += per_micro * m
+    if layout.shard > 1:
+        # forwards before the first backward: 1F1B's warm-up, at most pp - stage
+        warm = min(pp - stage, m)
+        out += [("all_gather", "dp")] * (blocks * (warm + 1) + (1 if root else 0))
+        out += [("reduce_scatter", "dp")] * unit_count
+    if layout.replicate > 1:                                   # across the replicas
+        out += [("all_reduce", "dp")] * unit_count
+    if pp > 1:
+        sends = m * ((0 if last else 1) + (0 if first else 1))
+        out += [("send", "pp")] * sends + [("recv", "pp")] * sends
+    return out
