@@ -27,7 +27,9 @@ Two independent layers, for every page made from a student's notebook:
 
 The honest content still renders: headings, lists, tables, code (with its highlighting),
 links, images (PNG, JPEG, SVG shown as an image, where a browser never runs its script),
-HTML tables, LaTeX, printed text and errors. See exercises/GRADING.md, "Student HTML".
+HTML tables, printed text and errors, and math: drawn as MathML made at export time
+(:mod:`grader.grading.submission.mathml`), so that a feedback page needs no MathJax, no
+network and no file beside it. See exercises/GRADING.md, "Student HTML".
 """
 from __future__ import annotations
 
@@ -41,12 +43,15 @@ from urllib.parse import urlsplit
 import jinja2
 import nh3
 from nbconvert.exporters import HTMLExporter
+from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 from nbconvert.preprocessors import Preprocessor
 from pygments.token import STANDARD_TYPES
 from traitlets import Bool, Dict, List
 from traitlets.config import Configurable
 
-__all__ = ["clean_html", "SafeMarkdown", "SanitizeStudentHTML", "protect",
+from grader.grading.submission.mathml import Slots, page_budget, tex_output_html
+
+__all__ = ["clean_html", "Cleaned", "SafeMarkdown", "SanitizeStudentHTML", "protect",
            "FeedbackHTMLExporter", "configure"]
 
 TAGS = set(nh3.ALLOWED_TAGS) | {"tfoot", "caption", "figure", "figcaption"}
@@ -85,30 +90,70 @@ def _attribute(tag: str, attr: str, value: str) -> str | None:
     return value
 
 
-def clean_html(fragment) -> str:
-    """An HTML fragment with everything that could run script removed (nh3)."""
+class Cleaned(str):
+    """HTML this module made safe (:func:`clean_html`'s, :class:`SafeMarkdown`'s, with its
+    MathML): a template that cleans it again (``markdown2html | clean_html``) keeps it as it
+    is, where a second pass would drop the math. Only this module's code makes one."""
+
+
+def clean_html(fragment, *, slots: Slots | None = None) -> str:
+    """An HTML fragment with everything that could run script removed (nh3). With ``slots``,
+    math tokens that reached an attribute get their TeX back there (:class:`Slots`)."""
+    if type(fragment) is Cleaned:
+        return fragment
     text = fragment.decode() if isinstance(fragment, bytes) else str(fragment)
     attributes = {tag: set(v) for tag, v in ATTRIBUTES.items()}
+
+    def attribute(tag: str, attr: str, value: str) -> str | None:
+        kept = _attribute(tag, attr, value)
+        return slots.in_attribute(kept) if slots is not None and kept is not None else kept
+
     return nh3.clean(text, tags=TAGS, clean_content_tags=DROPPED_WITH_CONTENT,
-                     attributes=attributes, attribute_filter=_attribute, url_schemes=SCHEMES,
+                     attributes=attributes, attribute_filter=attribute, url_schemes=SCHEMES,
                      allowed_classes={tag: CLASSES for tag in CLASSED},
                      filter_style_properties=STYLES, strip_comments=True)
 
 
+class _MathRenderer(IPythonRenderer):
+    """nbconvert's markdown renderer, with each expression held aside (:class:`Slots`)
+    where nbconvert writes it back as TeX for MathJax."""
+
+    def __init__(self, slots: Slots, **kw) -> None:
+        super().__init__(escape=False, **kw)
+        self.slots = slots
+
+    def inline_math(self, body: str) -> str:
+        return self.slots.hold(body, False)
+
+    def block_math(self, body: str) -> str:
+        return self.slots.hold(body, True)
+
+    def latex_environment(self, name: str, body: str) -> str:
+        return self.slots.hold(f"\\begin{{{name}}}{body}\\end{{{name}}}", True)
+
+
 class SafeMarkdown(Configurable):
-    """The ``markdown2html`` template filter: the exporter's own rendering (attachments,
-    highlighting, math left for MathJax), then :func:`clean_html`."""
+    """The ``markdown2html`` template filter: nbconvert's rendering (attachments,
+    highlighting, the exporter's anchor settings), then :func:`clean_html`, then the math
+    as MathML (grader/grading/submission/mathml.py): math shows with no script and no
+    network, and the sanitizer never has to let a ``<math>`` element through."""
 
     jinja_pass_arg = jinja2.pass_context(lambda: None).jinja_pass_arg  # type: ignore[attr-defined]
 
     def __call__(self, context, source: str) -> str:
-        render = getattr(self.parent, "markdown2html", None)
-        if render is None:
-            from nbconvert.filters import markdown2html
-            rendered = markdown2html(source)
-        else:
-            rendered = render(context, source)
-        return clean_html(rendered)
+        ex = self.parent
+        cell = context.get("cell", {}) if context is not None else {}
+        resources = context.get("resources", {}) if context is not None else {}
+        slots = Slots()
+        renderer = _MathRenderer(
+            slots, attachments=cell.get("attachments", {}),
+            embed_images=getattr(ex, "embed_images", False),
+            path=resources.get("metadata", {}).get("path", ""),
+            anchor_link_text=getattr(ex, "anchor_link_text", "\u00b6"),
+            exclude_anchor_links=getattr(ex, "exclude_anchor_links", False),
+            **getattr(ex, "lexer_options", {}))
+        rendered = MarkdownWithMath(renderer=renderer).render(source)
+        return Cleaned(slots.fill(clean_html(rendered, slots=slots)))
 
 
 def _number(value) -> bool:
@@ -219,17 +264,44 @@ def meta_policy(page: str, trusted_end: str = "</head>") -> str:
     return out if n else tag + page
 
 
+# The feedback page holds everything it shows: no MathJax (nbconvert's macro loads it from a
+# CDN, which an offline reader, or a student given only the .html, never reaches), and
+# text/latex outputs drawn as MathML like the markdown's math.
+_NO_MATHJAX = "{%- macro mathjax(url='') -%}{%- endmacro %}"
+_OFFLINE_LATEX = """{%- extends feedback_template -%}
+{% block data_latex scoped %}
+<div class="output_latex output_subarea {{ extra_class }}">
+{{ output.data['text/latex'] | tex_output_html }}
+</div>
+{%- endblock data_latex %}"""
+
+
 class FeedbackHTMLExporter(HTMLExporter):
-    """nbgrader's feedback exporter, sanitized and with a Content-Security-Policy ``<meta>``
+    """nbgrader's feedback exporter, sanitized, self-contained (math as MathML, no script
+    from anywhere) and with a Content-Security-Policy ``<meta>``
     (``GenerateFeedback.exporter_class``). Safe by its own defaults, whatever the config."""
 
     sanitize_html = Bool(True, help="always: the notebook is a student's").tag(config=True)
     filters = Dict({"markdown2html": SafeMarkdown, "clean_html": clean_html}).tag(
         config=True, affects_environment=True)
     preprocessors = List([SanitizeStudentHTML]).tag(config=True)
+    # tried before the template folders: nbconvert's mathjax.html.j2 is never loaded
+    extra_loaders = List([jinja2.DictLoader({"mathjax.html.j2": _NO_MATHJAX})]).tag(
+        affects_environment=True)
+
+    def default_filters(self):
+        yield from super().default_filters()
+        yield ("tex_output_html", tex_output_html)
+
+    def _load_template(self):
+        """The configured template (nbgrader's feedback), with text/latex as MathML."""
+        configured = super()._load_template()
+        return self.environment.from_string(_OFFLINE_LATEX,
+                                            globals={"feedback_template": configured})
 
     def from_notebook_node(self, nb, resources=None, **kw):
-        page, resources = super().from_notebook_node(nb, resources, **kw)
+        with page_budget():
+            page, resources = super().from_notebook_node(nb, resources, **kw)
         return meta_policy(page), resources
 
 

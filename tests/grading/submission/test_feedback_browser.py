@@ -111,3 +111,48 @@ def _only_in_code(text: str, name: str) -> bool:
         if el.name == "script" and f"pwned:{name}" in (el.string or ""):
             return False
     return True
+
+
+def test_feedback_math_is_drawn_with_no_request_at_all(browser, tmp_path):
+    """The math of tests/grading/submission/test_mathml.py's notebook (markdown, a comment,
+    a markdown and a text/latex output) is laid out as math by Chromium itself, and the page
+    asks for nothing: not MathJax, not a font, not a style sheet. The control (nbconvert's
+    page of the same notebook, which loads MathJax from its CDN) shows both measures work:
+    its requests are seen, and offline its math stays TeX."""
+    from nbconvert import HTMLExporter
+
+    from tests.grading.submission.test_mathml import export, math_notebook
+
+    nb = math_notebook()
+    (tmp_path / "feedback.html").write_text(export(nb), encoding="utf-8")
+    stock, _ = HTMLExporter(template_name="classic").from_notebook_node(nb)
+    (tmp_path / "stock.html").write_text(stock, encoding="utf-8")
+    look = """
+        const maths = Array.from(document.querySelectorAll('math'));
+        const frac = document.querySelector('mfrac');
+        const num = frac && frac.querySelector('mi, mn');
+        // the browser's own favicon request is not the page's
+        return {requests: performance.getEntriesByType('resource').map(e => e.name)
+                    .filter(n => !n.endsWith('/favicon.ico')),
+                maths: maths.length,
+                blocks: maths.filter(m => getComputedStyle(m).display === 'block math').length,
+                frac: frac ? [frac.getBoundingClientRect().height,
+                              num.getBoundingClientRect().height] : null};"""
+    site = payloads.StaticSite(tmp_path)
+    try:
+        seen = {}
+        for name in ("feedback", "stock"):
+            browser.get(f"{site.url}/{name}.html")
+            seen[name] = browser.execute_script(look)
+        log = [e["message"] for e in browser.get_log("browser")]
+    finally:
+        site.close()
+    print(f"\nfeedback: {seen['feedback']}\nstock (control): {seen['stock']}")
+    ours = seen["feedback"]
+    assert ours["requests"] == [], ours
+    assert ours["maths"] == 7 and ours["blocks"] == 2, ours
+    height, digit = ours["frac"]
+    assert height > 1.5 * digit > 0, "a fraction is drawn as numerator over denominator"
+    assert any("mathjax" in r for r in seen["stock"]["requests"]), seen["stock"]
+    assert seen["stock"]["maths"] == 0
+    assert not [m for m in log if "feedback.html" in m], log
