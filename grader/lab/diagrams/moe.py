@@ -92,10 +92,10 @@ def moe_diagram(choices: list[list[list[int]]], moe: MoE):
     w = 0.55
     x_buf, x_got = 3.6, 3.6 + slots * w + 2.6
     x_exp = x_got + slots * w + 0.6
-    lane = 2.6
+    lane = 2.9
     fig, ax = plt.subplots(figsize=(10.5, 1.0 + 1.45 * world))
     ax.set_xlim(-0.2, x_exp + 2.3)
-    ax.set_ylim(-1.1, world * lane + 0.3)
+    ax.set_ylim(-1.3, world * lane + 0.3)
     ax.axis("off")
     for r in range(world):
         y = (world - 1 - r) * lane + 0.9
@@ -123,6 +123,10 @@ def moe_diagram(choices: list[list[list[int]]], moe: MoE):
         ax.text(-0.1, y - 0.7, "dropped: " + (", ".join(
             f"{_label(a)}→e{a.expert}" for a in lost) if lost else "none"),
             fontsize=7, color="#C44E52" if lost else "black", gid=f"moe-dropped-{r}")
+        back = "  ".join(_name(r, t) + "←" + ",".join(
+            f"e{a.expert}" for a in mine if a.token == t and a.kept) for t in range(per_rank))
+        ax.text(-0.1, y - 1.05, f"back and combined: {back}", fontsize=7,
+                gid=f"moe-back-{r}")
         for s in range(world):
             for j in range(local * cap):
                 a = got[r][s * local * cap + j]
@@ -151,7 +155,7 @@ def moe_diagram(choices: list[list[list[int]]], moe: MoE):
             else:
                 start, end, rad = (x0, ys + 0.52), (x1, yd - 0.02), 0.0
             arrow(ax, start, end, color=rank_color(s), rad=rad)
-    ax.text((x_buf + x_exp) / 2, -0.8, "all-to-all out (arrows): part d of every rank's "
+    ax.text((x_buf + x_exp) / 2, -1.0, "all-to-all out (arrows): part d of every rank's "
             "buffer goes to rank d. All-to-all back: the same exchange returns the\n"
             "experts' outputs to their slots. Combine: each token adds its kept experts' "
             "outputs, weighted by their gates; a dropped choice adds nothing.",

@@ -108,6 +108,10 @@ def test_the_drawing_shows_the_plan():
         assert texts[f"moe-dropped-{rank}"].get_text() == "dropped: " + ", ".join(
             f"{'ab'[a.rank]}{a.token}→e{a.expert}" for a in lost)
         assert len(lost) == 1        # the page's example drops one choice on each rank
+        back = [f"{'ab'[rank]}{t}←" + ",".join(f"e{a.expert}" for a in plan if a.rank == rank
+                                               and a.token == t and a.kept) for t in range(4)]
+        assert texts[f"moe-back-{rank}"].get_text() == \
+            "back and combined: " + "  ".join(back)
         for i, a in enumerate(received(plan, 2, moe, 4)[rank]):
             got = texts.get(f"moe-got-{rank}-{i}:text")
             assert (got.get_text() if got else "") == \
