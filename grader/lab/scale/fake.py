@@ -41,7 +41,7 @@ from pathlib import Path
 from grader.lab.planner.composed import DIM_NAMES, Layout
 from grader.lab.planner.sharded import Transformer
 
-__all__ = ["TORCH_VERSION", "KINDS", "Tracked", "track", "capstone_script"]
+__all__ = ["TORCH_VERSION", "KINDS", "Tracked", "track", "release", "capstone_script"]
 
 TORCH_VERSION = "2.13.0"
 MAX_RANKS = 512                 # the fake world's size: layouts of up to 512 ranks
@@ -108,6 +108,17 @@ def _fake_world(ranks: int) -> None:
                            f"call it in a fresh process")
     dist.init_process_group("fake", rank=0, world_size=max(ranks, MAX_RANKS),
                             store=FakeStore())
+
+
+def release() -> None:
+    """End the fake process group and forget DTensor's cached shardings, whose meshes
+    name its groups (a test that tracks, then leaves the process to others)."""
+    import torch.distributed as dist
+    from torch.distributed.tensor.debug import _clear_sharding_prop_cache
+
+    if dist.is_initialized() and dist.get_backend() == "fake":
+        dist.destroy_process_group()
+    _clear_sharding_prop_cache()          # Python's cache and the C++ fast path's
 
 
 def _kind_peaks(tracker) -> tuple[dict[str, int], dict[str, int]]:

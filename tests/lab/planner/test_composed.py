@@ -40,3 +40,81 @@ def test_predict_prices_the_layout_on_its_own_ranks():
     assert pred.plan == Layout.parse("1x2x2x2").plan() and pred.memory > 0
     with pytest.raises(ValueError, match="do not split"):
         predict(MODEL, Layout.parse("1x16x1x1"), PRESETS["8 GPUs NVLink"])
+
+
+# ---- the capstone's layouts as its functions build them (composed.memory_terms,
+# composed.step_collectives): corrected by what the scale page's tracker measured
+from collections import Counter  # noqa: E402
+
+from grader.lab.planner import composed  # noqa: E402
+
+CAPSTONE = Transformer(vocab=64, width=32, heads=4, blocks=2, seq=16, batch=8,
+                       opt_states=2)
+
+
+def _counts(layout: str, model=CAPSTONE, **kw) -> Counter:
+    return Counter(op for op, _ in composed.step_collectives(model, Layout.parse(layout),
+                                                             **kw))
+
+
+def test_tensor_parallelism_splits_the_embedding_and_head_too():
+    w, v = CAPSTONE.width, CAPSTONE.vocab
+    block, root, blocks = composed.units(CAPSTONE, Layout.parse("1x1x4x1"))
+    assert block == (12 * w * w + 4 * w) / 4 + 6 * w and blocks == 2
+    assert root == (v * w + w * v + v) / 4 + 2 * w
+    # a pipeline's first stage has the embedding alone, its last the norm and head
+    assert composed.units(CAPSTONE, Layout.parse("1x1x1x2"))[1:] == (v * w, 1)
+    assert composed.units(CAPSTONE, Layout.parse("1x1x1x2"), stage=1)[1] == \
+        w * v + v + 2 * w
+
+
+def test_fsdp_holds_its_shards_the_gathered_root_and_a_block():
+    lay = Layout.parse("1x4x1x1")
+    block, root, blocks = composed.units(CAPSTONE, lay)
+    whole = (blocks * block + root) * 4
+    mem = composed.memory_terms(CAPSTONE, lay)
+    assert mem["params"] == whole / 4 + (root + block) * 4
+    assert mem["grads"] == (blocks * block / 4 + root) * 4     # tp 1: no extra
+    assert mem["optimizer"] == 2 * whole / 4
+    # a shard group of one rank still gathers a copy of the unit beside the shard
+    one = composed.memory_terms(CAPSTONE, Layout.parse("4x1x1x1"))
+    assert one["params"] == (blocks * block + root) * 4 + (root + block) * 4
+
+
+def test_the_embedding_gradient_is_whole_under_tensor_parallelism():
+    lay = Layout.parse("1x2x2x1")
+    block, root, blocks = composed.units(CAPSTONE, lay)
+    extra = CAPSTONE.vocab * CAPSTONE.width * (1 - 1 / 2) * 4
+    assert composed.memory_terms(CAPSTONE, lay)["grads"] == \
+        pytest.approx((blocks * block / 2 + root) * 4 + extra)
+
+
+def test_a_first_stage_keeps_no_logits():
+    lay = Layout.parse("1x1x1x2")
+    first = composed.memory_terms(CAPSTONE, lay)["activations"]
+    last = composed.memory_terms(CAPSTONE, lay, stage=1)["activations"]
+    assert last > first > 0
+
+
+@pytest.mark.parametrize("layout, expected", [
+    # FSDP: each block gathered twice, the root once; one reduce-scatter per unit
+    ("1x4x1x1", {"all_gather": 5, "reduce_scatter": 3}),
+    # HSDP adds one all-reduce per unit across the replicas
+    ("2x2x1x1", {"all_gather": 5, "reduce_scatter": 3, "all_reduce": 3}),
+    # TP: 6 all-reduces per block, the embedding's, the head's gather and all-reduce
+    ("1x1x4x1", {"all_reduce": 14, "all_gather": 1}),
+    # a replicate-only FSDP mesh gathers nothing
+    ("4x1x1x1", {"all_reduce": 3}),
+])
+def test_the_collectives_of_a_step(layout, expected):
+    assert _counts(layout) == Counter(expected)
+
+
+def test_a_pipeline_stage_counts_as_pipelinestage_runs_fsdp():
+    # the capstone's recorded 16-rank gloo run of 2x2x2x2 (rank 0, Schedule1F1B):
+    # 4 all-gathers, 16 all-reduces, 2 reduce-scatters, 2 sends, 2 receives
+    assert _counts("2x2x2x2") == Counter({"all_gather": 4, "all_reduce": 16,
+                                          "reduce_scatter": 2, "send": 2, "recv": 2})
+    # a middle stage sends and receives both ways, per micro-batch
+    four = Transformer(vocab=64, width=32, heads=4, blocks=4, seq=16, batch=8)
+    assert _counts("1x1x1x4", four, stage=1)["send"] == 2 * 2

@@ -1,0 +1,36 @@
+"""grader.lab.scale.fake: one rank of a large layout tracked in this process."""
+from __future__ import annotations
+
+import pytest
+
+from grader.lab.planner import composed
+from grader.lab.planner.composed import Layout
+from grader.lab.scale import compare as scale
+from grader.lab.scale import release, track
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _fake_world():
+    yield
+    release()
+
+
+def test_the_step_s_total_peak_comes_before_adams_update():
+    # what the page says of the update it leaves out: tracked with it, the total's
+    # peak is the same, and at that peak the optimizer holds its two moments alone
+    layout = Layout.parse("1x64x8x1")
+    without = track(layout, scale.LLAMA3_8B, blocks=1)
+    with_update = track(layout, scale.LLAMA3_8B, blocks=1, update=True)
+    assert with_update.peak == without.peak
+    states = composed.memory_terms(with_update.model, layout)["optimizer"]
+    assert with_update.at_peak["optimizer"] == pytest.approx(states, rel=0.01)
+    # the update's intermediate results are filed as optimizer memory, after the peak
+    assert with_update.memory["optimizer"] > with_update.at_peak["optimizer"]
+
+
+def test_track_refuses_a_layout_the_sizes_do_not_split():
+    with pytest.raises(ValueError, match="do not split over 128"):
+        track(Layout.parse("1x128x1x1"), scale.LLAMA3_8B, blocks=1)
+    with pytest.raises(ValueError, match="float32"):
+        track(Layout.parse("1x64x1x1"), scale.LLAMA3_8B.__class__(
+            128, 64, 4, 1, 16, 64, itemsize=2), blocks=1)
