@@ -12,11 +12,27 @@ sharding_level 1 to 3) needs a reduce-scatter kernel its CPU build lacks, which
 in float32, next to one process training the whole model; "--control" trains one more
 layout whose loss is divided by the data-parallel ranks before Paddle averages the
 gradients over them: the gradients averaged twice.
+
+The training state (the weights, the schedule's position, the data's position) is
+checkpointed with dist.save_state_dict and loaded with dist.load_state_dict:
+"--ckpt-dir DIR" saves each layout every "--save-every" steps into DIR/<layout>/step-N
+(written into tmp-step-N, committed by the rename once every rank has written) and
+starts a layout from the newest complete checkpoint there; "--resume LAYOUT DIR"
+trains LAYOUT from the newest complete checkpoint in DIR. On CPU ranks Paddle loads a
+checkpoint in the layout that saved it (each rank reads its own file) or in one
+process (which reads every file); loading it in another layout on several ranks needs
+a GPU, which "--resume" on several ranks shows. "--kill-at S" kills a rank at step S
+of a run started from step 0, after its share of step S's checkpoint is written and
+before the checkpoint is committed.
 """
 import argparse
 import json
+import os
+import shutil
+import signal
 import textwrap
 import time
+from pathlib import Path
 
 import numpy as np
 import paddle
@@ -25,7 +41,7 @@ import paddle.nn.functional as F
 from paddle import nn
 
 VOCAB, WIDTH, HEADS, BLOCKS, SEQ = 64, 32, 4, 2, 16   # sizes of the model
-BATCH, STEPS, LR = 8, 8, 0.5        # sequences per step, steps, SGD's rate
+BATCH, STEPS, LR = 8, 8, 0.5        # sequences per step, steps, SGD's first rate
 
 
 class Block(nn.Layer):
@@ -87,6 +103,104 @@ def batch_as_views(step: int) -> tuple[paddle.Tensor, paddle.Tensor]:
     return tokens[:, :-1], tokens[:, 1:]
 
 
+def optimizer(parameters) -> tuple[paddle.optimizer.Optimizer,
+                                  paddle.optimizer.lr.LRScheduler]:
+    """SGD on a cosine schedule, whose position a resumed run needs. dist.parallelize
+    takes SGD and AdamW only; AdamW would let the control pass (a gradient scaled by
+    a constant takes almost the same step), and SGD has no state of its own."""
+    sched = paddle.optimizer.lr.CosineAnnealingDecay(LR, T_max=STEPS, eta_min=LR / 10)
+    return paddle.optimizer.SGD(learning_rate=sched, parameters=parameters), sched
+
+
+# ---------------------------------------------------------------- the state, saved
+def barrier() -> None:
+    if dist.get_world_size() > 1:          # one process has no group to wait on
+        dist.barrier()
+
+
+def complete(folder) -> list[Path]:
+    """The committed checkpoints in ``folder``, oldest first. Paddle writes a
+    checkpoint's metadata before its data files, so a folder holding metadata may be
+    half written: only the rename from ``tmp-step-N`` to ``step-N`` commits one."""
+    found = Path(folder).glob("step-*") if Path(folder).is_dir() else []
+    return sorted(p for p in found if any(p.glob("*.metadata")))
+
+
+def state_of(model, sched, step: int) -> dict:
+    """The weights (each rank's shards: DTensors under tensor parallelism) and the
+    schedule's and the data's positions, as tensors: dist.save_state_dict saves
+    tensors only. (Paddle's random generator state is an object it does not take; the
+    run draws no random numbers after making the weights.)"""
+    return {**model.state_dict(),
+            "schedule.last_epoch": paddle.to_tensor([sched.last_epoch], dtype="int64"),
+            # the cosine schedule computes each rate from the last one
+            "schedule.last_lr": paddle.to_tensor([sched.last_lr], dtype="float64"),
+            "data.position": paddle.to_tensor([step], dtype="int64")}
+
+
+def save(model, sched, step: int, folder: Path, die: bool = False) -> tuple[float, str]:
+    """Save into tmp-step-N; once every rank has written, rank 0 renames it step-N.
+    save_replicas: each rank writes every tensor it holds (not one copy of each), so
+    that each rank can load its own file back without moving tensors between ranks,
+    which Paddle's loader does on GPUs only."""
+    tmp = folder / f"tmp-step-{step:06d}"
+    if dist.get_rank() == 0:
+        shutil.rmtree(tmp, ignore_errors=True)            # an interrupted save's
+        tmp.mkdir(parents=True)
+    barrier()
+    start = time.perf_counter()
+    dist.save_state_dict(state_of(model, sched, step), str(tmp), save_replicas=True)
+    if die:            # the demonstration: this rank dies, its share written
+        os.kill(os.getpid(), signal.SIGKILL)
+    barrier()                      # every rank has written its share
+    if dist.get_rank() == 0:
+        os.rename(tmp, tmp.with_name(tmp.name.removeprefix("tmp-")))
+    return time.perf_counter() - start
+
+
+class CheckpointMismatch(ValueError):
+    """A checkpoint that does not fit the model it is loaded into."""
+
+
+def misfits(state: dict, path: Path) -> list[str]:
+    """What in the checkpoint does not fit ``state``: a tensor it lacks, holds at
+    another global shape, or holds and the model does not."""
+    (meta,) = path.glob("*.metadata")
+    saved = {k: tuple(v[0].global_shape) for k, v in
+             paddle.load(str(meta)).state_dict_metadata.items()}
+    problems = []
+    for key, t in state.items():
+        shape = tuple(t.shape)                    # a DTensor's shape is its global one
+        if key not in saved:
+            problems.append(f"missing {key}")
+        elif saved[key] != shape:
+            problems.append(f"{key} is {list(saved[key])} in the checkpoint, "
+                            f"{list(shape)} in the model")
+    problems += [f"{k} is not in the model" for k in sorted(saved) if k not in state]
+    return problems
+
+
+def load(path: Path, model, sched, layout: str) -> dict:
+    """Load the checkpoint at ``path`` into this layout's model and schedule, after
+    checking that it fits (stopping with what does not, before anything is read)."""
+    start = time.perf_counter()
+    state = state_of(model, sched, 0)
+    problems = misfits(state, path)
+    if problems:
+        shown = [p for p in problems if " is [" in p][:3] + \
+            [p for p in problems if p.startswith("missing")][:3] + \
+            [p for p in problems if p.endswith("not in the model")][:3]
+        raise CheckpointMismatch(f"checkpoint {path} does not fit this model "
+                                 f"({layout}): " + "; ".join(shown) +
+                                 (f" (and {len(problems) - len(shown)} more)"
+                                  if len(problems) > len(shown) else ""))
+    dist.load_state_dict(state, str(path))          # into the model's own tensors
+    sched.set_state_dict({"last_epoch": int(state["schedule.last_epoch"].item()),
+                          "last_lr": float(state["schedule.last_lr"].item())})
+    return {"from": str(path), "step": int(state["data.position"].item()),
+            "load_s": time.perf_counter() - start}
+
+
 def tp_plan() -> dict:
     """Megatron's split of every block, by the layers' names."""
     plan = {}
@@ -98,39 +212,70 @@ def tp_plan() -> dict:
 
 
 def train(layout: str, control: bool = False, sharding: int = 0,
-          views: bool = False) -> dict:
+          views: bool = False, ckpt: str | None = None, every: int = 4,
+          resume: str | None = None, kill_at: int | None = None,
+          kill_rank: int = -1) -> dict:
     r, s, t, p = (int(n) for n in layout.split("x"))
     if s > 1 or p > 1:
         raise SystemExit(f"{layout}: this script composes replicate x tensor only")
     mesh = dist.ProcessMesh(np.arange(r * t).reshape(r, t).tolist(),
                             dim_names=["dp", "mp"])
     model = Model()
-    opt = paddle.optimizer.SGD(learning_rate=LR, parameters=model.parameters())
+    opt, sched = optimizer(model.parameters())
     config = {"dp_config": {"sharding_level": sharding}}
     if t > 1:
         config["mp_config"] = {"parallelize_plan": tp_plan()}
-    model, opt = dist.parallelize(model, opt, mesh=mesh, config=config)
-    losses, times = [], []
-    for step in range(STEPS):
+    if r * t > 1:
+        # (on one process, dist.load_state_dict into a model parallelized over a mesh
+        # of one rank left its weights as they were, with no error: not parallelized)
+        model, opt = dist.parallelize(model, opt, mesh=mesh, config=config)
+    loaded, skipped, begin = None, [], 0
+    source = resume or ckpt
+    if source and complete(source):
+        loaded = load(complete(source)[-1], model, sched, layout)
+        begin = loaded["step"]
+        skipped = [{"name": q.name, "metadata": any(q.glob("*.metadata"))}
+                   for q in sorted(Path(source).glob("tmp-step-*"))]
+    log = None
+    if ckpt and dist.get_rank() == 0:        # the run's log, kept across restarts
+        Path(ckpt).mkdir(parents=True, exist_ok=True)
+        log = open(Path(ckpt) / "losses.txt", "a")
+    losses, rates, times, saves = [], [], [], []
+    for step in range(begin, STEPS):
         # the batch split along "dp", whole along "mp"
         x, y = (dist.shard_tensor(v, mesh, [dist.Shard(0), dist.Replicate()])
                 for v in (batch_as_views if views else batch)(step))
-        dist.barrier()
+        rates.append(sched.get_lr())
+        barrier()
         start = time.perf_counter()
         loss = loss_fn(model(x), y)
         (loss / r if control else loss).backward()   # the control: averaged twice
         opt.step()
         opt.clear_grad()
+        sched.step()
         times.append(time.perf_counter() - start)
         losses.append(float(loss))
+        if log:
+            print(step, repr(losses[-1]), file=log, flush=True)
+        done = step + 1
+        die = kill_at == done and begin == 0 and \
+            dist.get_rank() == kill_rank % dist.get_world_size()
+        if ckpt and done % every == 0 and done < STEPS:
+            saves.append(save(model, sched, done, Path(ckpt), die=die))
+        elif die:
+            os.kill(os.getpid(), signal.SIGKILL)
+    if log:
+        log.close()
     return {"layout": layout, "replicate": r, "shard": s, "tp": t, "pp": p,
-            "control": control, "views": views, "losses": losses, "step_s": times}
+            "control": control, "views": views, "start": begin, "losses": losses,
+            "lr": rates, "step_s": times, "resumed": loaded, "skipped": skipped,
+            "save_s": saves}
 
 
 def alone() -> list[float]:
     """The whole model in one process, whole batches: the reference loss curve."""
     model = Model()
-    opt = paddle.optimizer.SGD(learning_rate=LR, parameters=model.parameters())
+    opt, sched = optimizer(model.parameters())
     out = []
     for step in range(STEPS):
         x, y = batch(step)
@@ -138,13 +283,14 @@ def alone() -> list[float]:
         loss.backward()
         opt.step()
         opt.clear_grad()
+        sched.step()
         out.append(float(loss))
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--layouts", nargs="+", default=["4x1x1x1"])
+    ap.add_argument("--layouts", nargs="*", default=None)
     ap.add_argument("--control", default=None, help="a layout to train with its "
                     "gradients averaged twice")
     ap.add_argument("--views", default=None, help="a layout to train with its batch "
@@ -152,6 +298,14 @@ def main() -> None:
     ap.add_argument("--try-sharding", action="store_true",
                     help="first try dp_config's sharding_level 1 (ZeRO-1) and say what "
                     "happens")
+    ap.add_argument("--ckpt-dir", default=None, help="save each layout's state into "
+                    "DIR/<layout> and start from its newest complete checkpoint there")
+    ap.add_argument("--save-every", type=int, default=4)
+    ap.add_argument("--resume", nargs=2, action="append", default=[],
+                    metavar=("LAYOUT", "DIR"), help="train LAYOUT from the newest "
+                    "complete checkpoint in DIR")
+    ap.add_argument("--kill-at", type=int, default=None)
+    ap.add_argument("--kill-rank", type=int, default=-1)
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     paddle.set_device("cpu")
@@ -169,18 +323,42 @@ def main() -> None:
         if rank == 0:
             print(textwrap.fill(notes[-1], 88, subsequent_indent="    "))
     runs = []
-    jobs = [(layout, False, False) for layout in args.layouts]
-    jobs += [(args.control, True, False)] if args.control else []
-    jobs += [(args.views, False, True)] if args.views else []
-    for layout, control, views in jobs:
+    layouts = args.layouts if args.layouts is not None else \
+        [] if args.resume else ["4x1x1x1"]
+    jobs = [(layout, False, False, None) for layout in layouts]
+    jobs += [(args.control, True, False, None)] if args.control else []
+    jobs += [(args.views, False, True, None)] if args.views else []
+    jobs += [(layout, False, False, folder) for layout, folder in args.resume]
+    for layout, control, views, resume in jobs:
+        if resume and not complete(resume):
+            raise SystemExit(f"--resume {layout} {resume}: no complete checkpoint "
+                             "there")
+        ckpt = (f"{args.ckpt_dir}/{layout}" if args.ckpt_dir and not control
+                and not views and not resume else None)
         start = time.perf_counter()
-        run = train(layout, control, views=views)
+        try:
+            run = train(layout, control, views=views, ckpt=ckpt, every=args.save_every,
+                        resume=resume, kill_at=args.kill_at, kill_rank=args.kill_rank)
+        except CheckpointMismatch:
+            raise
+        except Exception as e:         # a load Paddle does not do on CPU ranks
+            if not resume:
+                raise
+            notes.append(f"--resume {layout} {resume} on {world} ranks: "
+                         f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:200]}")
+            if rank == 0:
+                print(textwrap.fill(notes[-1], 88, subsequent_indent="    "))
+            continue
         run["wall_s"] = time.perf_counter() - start
         runs.append(run)
         if rank == 0:
-            worst = max(abs(a - b) / b for a, b in zip(run["losses"], ref))
+            begin = run["start"]
+            worst = max(abs(a - b) / b for a, b in zip(run["losses"], ref[begin:]))
             how = " (gradients averaged twice)" if control else \
                 " (batch as views)" if views else ""
+            if run["resumed"]:
+                how += (f" from step {begin} of {run['resumed']['from']} (loaded in "
+                        f"{run['resumed']['load_s']:.2f} s)")
             print(f"{layout}{how}: "
                   f"loss {run['losses'][0]:.4f} -> {run['losses'][-1]:.4f}, "
                   f"at most {worst:.1e} off one process")

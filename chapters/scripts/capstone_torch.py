@@ -14,16 +14,38 @@ next to the loss of one process training the whole model alone; "--control"
 trains one more layout with its gradients averaged twice, a bug the loss must show.
 Each layout also records what rank 0 sent in a step (CommDebugMode), every rank's
 FLOPs (FlopCounterMode's formulas) and rank 0's peak memory (MemTracker).
+
+The whole training state (weights, momentum, the schedule's position, the data's
+position and generator, the RNG) is checkpointed with torch.distributed.checkpoint:
+
+    torchrun --nproc_per_node 4 capstone_torch.py --layouts 1x1x2x2 --ckpt-dir ck
+    torchrun --nproc_per_node 2 capstone_torch.py --resume 1x2x1x1 ck/1x1x2x2
+    torchrun --nproc_per_node 4 --max-restarts 1 capstone_torch.py --layouts 1x2x1x2 \\
+        --ckpt-dir ck --save-every 2 --kill-at 6
+
+"--ckpt-dir" saves each layout every "--save-every" steps into DIR/<layout>/step-N,
+and starts a layout from the newest complete checkpoint there (after a crash, the
+restarted launch goes on where it was); "--resume LAYOUT DIR" trains LAYOUT from the
+newest complete checkpoint in DIR, saved in any layout on any number of ranks; a save
+writes into tmp-step-N and only the rename to step-N, once every rank has written,
+makes it complete. "--kill-at S" kills a rank at step S of a run started from step 0,
+after its share of step S's checkpoint is written and before the checkpoint is
+committed.
 """
 import argparse
 import contextlib
 import json
 import math
+import os
+import shutil
+import signal
 import time
 import warnings
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
 import torch.nn.functional as F
 from torch import nn
 from torch.distributed._tools.mem_tracker import MemTracker
@@ -31,6 +53,8 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B
 from torch.distributed.tensor import DTensor, Replicate
+from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_state_dict,
+                                                     set_state_dict)
 from torch.distributed.tensor.debug import CommDebugMode
 from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
                                                parallelize_module)
@@ -44,8 +68,9 @@ warnings.filterwarnings("ignore", message=".*all_gather_into_tensor.*deprecated"
 warnings.filterwarnings("ignore", message="FSDP2-wrapped module")
 
 VOCAB, WIDTH, HEADS, BLOCKS, SEQ = 64, 32, 4, 2, 16   # sizes of the model
-BATCH, STEPS, LR, MICRO = 8, 8, 0.5, 2   # sequences per step, steps, SGD's rate,
-#                                          micro-batches per step of a pipeline
+BATCH, STEPS, MICRO = 8, 8, 2   # sequences per step, steps, micro-batches per step
+#                                 of a pipeline
+LR, MOMENTUM = 0.4, 0.5         # SGD's rate (at the start of its cosine schedule)
 
 
 class Block(nn.Module):
@@ -94,13 +119,37 @@ def loss_fn(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
 
 
-def batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Step ``step``'s BATCH sequences: token t+1 follows from token t by a rule."""
-    g = torch.Generator().manual_seed(step)
-    start = torch.randint(0, VOCAB, (BATCH, 1), generator=g)
-    stride = torch.randint(1, 8, (BATCH, 1), generator=g)
-    tokens = (start + stride * torch.arange(SEQ + 1)) % VOCAB
-    return tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+def optimizer(params) -> tuple[torch.optim.Optimizer,
+                              torch.optim.lr_scheduler.LRScheduler]:
+    """SGD with momentum on a cosine schedule: the momentum buffers and the schedule's
+    position are state a resumed run needs. Not Adam: a gradient scaled by a constant
+    (averaged twice) would take almost the same step, and the control would pass."""
+    opt = torch.optim.SGD(params, lr=LR, momentum=MOMENTUM)
+    return opt, torch.optim.lr_scheduler.CosineAnnealingLR(opt, STEPS, eta_min=LR / 10)
+
+
+class Batches:
+    """The training data, a stream: each step draws BATCH sequences (token t+1 follows
+    from token t by a rule) from the stream's generator. Its position and generator are
+    training state, as a data loader's are: a resumed run must draw what the
+    uninterrupted run drew. Every rank draws the whole batch and keeps its rows."""
+
+    def __init__(self) -> None:
+        self.generator, self.position = torch.Generator().manual_seed(0), 0
+
+    def next(self) -> tuple[torch.Tensor, torch.Tensor]:
+        start = torch.randint(0, VOCAB, (BATCH, 1), generator=self.generator)
+        stride = torch.randint(1, 8, (BATCH, 1), generator=self.generator)
+        tokens = (start + stride * torch.arange(SEQ + 1)) % VOCAB
+        self.position += 1
+        return tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+
+    def state_dict(self) -> dict:
+        return {"position": self.position, "generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.position = state["position"]
+        self.generator.set_state(state["generator"])
 
 
 C10D = torch.ops.c10d
@@ -187,13 +236,162 @@ def apply_fsdp(model: Model, dp_mesh) -> None:
     fully_shard(model, mesh=dp_mesh)
 
 
+# ---------------------------------------------------------- the whole state, saved
+# the optimizer's state keyed by parameter name, flat: a pipeline stage's share of it
+# loads into any other cut of the blocks
+OPTIONS = StateDictOptions(flatten_optimizer_state_dict=True)
+
+
+def rank() -> int:
+    return dist.get_rank() if dist.is_initialized() else 0
+
+
+def barrier() -> None:
+    if dist.is_initialized():
+        dist.barrier()
+
+
+def state_of(model, opt, sched, data: Batches, layout: str) -> dict:
+    """Everything a resumed run needs, as torch.distributed.checkpoint saves it: each
+    rank's shards of the weights and momentum (DTensors: the checkpoint records their
+    global shapes and where each shard lies), and what every rank holds alike."""
+    weights, optim = get_state_dict(model, opt, options=OPTIONS)
+    return {"model": weights, "optim": optim, "schedule": sched.state_dict(),
+            "data": data.state_dict(), "rng": torch.get_rng_state(),
+            "saved_by": {"layout": layout, "ranks": dist.get_world_size()
+                         if dist.is_initialized() else 1}}
+
+
+def complete(folder) -> list[Path]:
+    """The committed checkpoints in ``folder``, oldest first: ``step-N`` folders with
+    the metadata torch.distributed.checkpoint writes last. An interrupted save is a
+    ``tmp-step-N`` folder: never read."""
+    found = Path(folder).glob("step-*") if Path(folder).is_dir() else []
+    return sorted(p for p in found if (p / ".metadata").is_file())
+
+
+class Saver:
+    """Saves into ``tmp-step-N`` and commits by renaming it to ``step-N`` once every
+    rank has written its share (a rename is atomic: a reader sees the whole checkpoint
+    or none of it). Asynchronous: dcp.async_save copies the state and returns, and its
+    writes go on beside the training, over a process group of their own; the commit
+    waits for them, before the next save or at the end."""
+
+    def __init__(self, folder, asynchronous: bool = False) -> None:
+        self.folder, self.asynchronous = Path(folder), asynchronous
+        self.group = dist.new_group(backend="gloo") if asynchronous else None
+        self.pending = None
+        self.seconds = []          # per save: (training stopped for, until committed)
+
+    def save(self, state: dict, step: int, die: bool = False) -> None:
+        self.commit()              # one save at a time
+        tmp = self.folder / f"tmp-step-{step:06d}"
+        if rank() == 0:
+            shutil.rmtree(tmp, ignore_errors=True)        # an interrupted save's
+            tmp.mkdir(parents=True)
+        barrier()
+        start = time.perf_counter()
+        if self.asynchronous:
+            future = dcp.async_save(state, checkpoint_id=tmp, process_group=self.group)
+        else:
+            future = dcp.save(state, checkpoint_id=tmp)
+        self.pending = (future, tmp, start, time.perf_counter() - start)
+        if die:          # the demonstration: this rank dies, its share written
+            if self.asynchronous:
+                future.result()
+            os.kill(os.getpid(), signal.SIGKILL)
+        if not self.asynchronous:
+            self.commit()
+
+    def commit(self) -> None:
+        if self.pending is None:
+            return
+        future, tmp, start, stopped = self.pending
+        if self.asynchronous:
+            future.result()
+        barrier()                  # every rank has written its share
+        if rank() == 0:
+            os.rename(tmp, tmp.with_name(tmp.name.removeprefix("tmp-")))
+        self.seconds.append((stopped, time.perf_counter() - start))
+        self.pending = None
+
+
+class CheckpointMismatch(ValueError):
+    """A checkpoint that does not fit the model it is loaded into."""
+
+
+def misfits(state: dict, metadata) -> tuple[set, list[str]]:
+    """The tensors this rank needs, and what in the checkpoint does not fit them: a
+    tensor it lacks ("missing"), holds at another global shape, or a part of the state
+    it lacks altogether."""
+    saved, needed, problems = metadata.state_dict_metadata, set(), []
+    for part in ("model", "optim"):
+        for name, t in state[part].items():
+            if isinstance(t, torch.Tensor):
+                key = f"{part}.{name}"
+                needed.add(key)
+                if key not in saved:
+                    problems.append(f"missing {key}")
+                elif list(getattr(saved[key], "size", [])) != list(t.shape):
+                    problems.append(f"{key} is {list(saved[key].size)} in the "
+                                    f"checkpoint, {list(t.shape)} in the model")
+    for part in ("schedule", "data", "rng"):
+        if not any(k == part or k.startswith(part + ".") for k in saved):
+            problems.append(f"missing the {part} state")
+    return needed, problems
+
+
+def mismatch_words(problems: list[str]) -> str:
+    """The problems, shapes first, each kind cut to its first few (a missing block is
+    a dozen missing tensors)."""
+    kinds = [[p for p in problems if " is [" in p],
+             [p for p in problems if p.startswith("missing")],
+             [p for p in problems if p.endswith("not in the model")]]
+    return "; ".join(", ".join(k[:3]) + (f" (and {len(k) - 3} more)" if len(k) > 3
+                                          else "") for k in kinds if k)
+
+
+def load(path, model, opt, sched, data: Batches, layout: str) -> dict:
+    """Load the checkpoint at ``path`` (saved in any layout) into this layout's state;
+    first check on every rank that it fits, and stop with what does not, before
+    anything is read into the model. Loading only reads the checkpoint's files."""
+    start = time.perf_counter()
+    state = state_of(model, opt, sched, data, layout)
+    needed, problems = misfits(state, dcp.FileSystemReader(path).read_metadata())
+    every = [(needed, problems)]
+    if dist.is_initialized():
+        every = [None] * dist.get_world_size()
+        dist.all_gather_object(every, (needed, problems))
+    problems = sorted({p for _, ps in every for p in ps})
+    saved = dcp.FileSystemReader(path).read_metadata().state_dict_metadata
+    wanted = set().union(*(n for n, _ in every))
+    problems += [f"{k} is not in the model" for k in sorted(saved)
+                 if k.startswith(("model.", "optim.state.")) and k not in wanted]
+    if problems:
+        raise CheckpointMismatch(f"checkpoint {path} does not fit this model "
+                                 f"({layout}): {mismatch_words(problems)}")
+    dcp.load(state, checkpoint_id=path)
+    set_state_dict(model, opt, model_state_dict=state["model"],
+                   optim_state_dict=state["optim"], options=OPTIONS)
+    sched.load_state_dict(state["schedule"])
+    data.load_state_dict(state["data"])
+    torch.set_rng_state(state["rng"])
+    return {"from": str(path), "step": data.position, "saved_by": state["saved_by"],
+            "load_s": time.perf_counter() - start}
+
+
 # ---------------------------------------------------------------- one layout's training
 def parse(layout: str) -> dict:
     r, s, t, p = (int(n) for n in layout.split("x"))
     return {"replicate": r, "shard": s, "tp": t, "pp": p}
 
 
-def train(layout: str, control: bool = False) -> dict:
+def train(layout: str, control: bool = False, ckpt: str | None = None, every: int = 4,
+          asynchronous: bool = False, resume: str | None = None,
+          kill_at: int | None = None, kill_rank: int = -1) -> dict:
+    """Train ``layout`` for STEPS steps; with ``ckpt``, save its whole state every
+    ``every`` steps into ``ckpt`` and start from the newest complete checkpoint there;
+    with ``resume``, start from the newest complete checkpoint in that folder."""
     d = parse(layout)
     mesh = init_device_mesh("cpu", (d["pp"], d["replicate"], d["shard"], d["tp"]),
                             mesh_dim_names=("pp", "dp_replicate", "dp_shard", "tp"))
@@ -204,7 +402,17 @@ def train(layout: str, control: bool = False) -> dict:
     # 3. FSDP / data: over dp_shard alone, or a 2-D (dp_replicate, dp_shard) mesh
     apply_fsdp(model, mesh["dp_replicate", "dp_shard"] if d["replicate"] > 1
                else mesh["dp_shard"])
-    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    opt, sched = optimizer(model.parameters())
+    data = Batches()
+    loaded, skipped = None, []
+    source = resume or ckpt
+    if source and complete(source):
+        loaded = load(complete(source)[-1], model, opt, sched, data, layout)
+        # interrupted saves, passed over: whether all their files were written or not
+        skipped = [{"name": p.name, "metadata": (p / ".metadata").is_file()}
+                   for p in sorted(Path(source).glob("tmp-step-*"))]
+    begin = data.position
+    saver = Saver(Path(ckpt), asynchronous) if ckpt else None
 
     stage_index, stages = mesh["pp"].get_local_rank(), d["pp"]
     first, last = stage_index == 0, stage_index == stages - 1
@@ -225,15 +433,20 @@ def train(layout: str, control: bool = False) -> dict:
     part = r * d["shard"] + s                      # this rank's share of the batch
     rows = slice(part * BATCH // dp, (part + 1) * BATCH // dp)
 
-    losses, times, counts = [], [], {}
+    losses, rates, times, counts, flops = [], [], [], {}, 0
     # peak bytes of this rank's tensors, by kind, in the last step (MemTracker slows
     # it down: it is left out of the times); MemTracker refuses a module called more
     # than once a step, as a pipeline stage is (once per micro-batch)
     memory = MemTracker() if stages == 1 else None
     if memory:
         memory.track_external(model, opt)
-    for step in range(STEPS):
-        x, y = (t[rows] for t in batch(step))
+    log = None
+    if ckpt and rank() == 0:     # the run's log, kept across restarts
+        Path(ckpt).mkdir(parents=True, exist_ok=True)
+        log = open(Path(ckpt) / "losses.txt", "a")
+    for step in range(begin, STEPS):
+        x, y = (t[rows] for t in data.next())
+        rates.append(sched.get_last_lr()[0])
         dist.barrier()
         start = time.perf_counter()
         with CommSizes() as comm, (
@@ -251,8 +464,9 @@ def train(layout: str, control: bool = False) -> dict:
                     p.grad.div_(dp)
             opt.step()
             opt.zero_grad()
+            sched.step()
         times.append(time.perf_counter() - start)
-        if step == 1:            # a step after the first, whose caches are warm
+        if step == begin + 1:    # a step after the first, whose caches are warm
             counts, flops = comm.ops, comm.flops
         # the batch's mean loss: the last stage's mean over its rows, averaged over
         # the data-parallel ranks (one tensor-parallel rank of each counts)
@@ -260,39 +474,66 @@ def train(layout: str, control: bool = False) -> dict:
         total = torch.zeros(()) if mine is None else mine.clone()
         dist.all_reduce(total)
         losses.append(total.item())
+        if log:
+            print(step, repr(losses[-1]), file=log, flush=True)
+        done = step + 1
+        die = kill_at == done and begin == 0 and \
+            rank() == kill_rank % dist.get_world_size()
+        if saver and done % every == 0 and done < STEPS:
+            saver.save(state_of(model, opt, sched, data, layout), done, die=die)
+        elif die:
+            os.kill(os.getpid(), signal.SIGKILL)
+    if saver:
+        saver.commit()
+    if log:
+        log.close()
     peak = memory.get_tracker_snapshot("peak")[torch.device("cpu")] if memory else {}
     peak = {k if isinstance(k, str) else k.value: v for k, v in peak.items()}
-    every = [0] * dist.get_world_size()
-    dist.all_gather_object(every, flops)            # each rank's count of step 1
-    return {"layout": layout, **d, "control": control, "losses": losses,
-            "step_s": times, "collectives": counts, "flops": every,
-            "peak_bytes": peak,
+    every_flops = [0] * dist.get_world_size()
+    dist.all_gather_object(every_flops, flops)      # each rank's count of a step
+    return {"layout": layout, **d, "control": control, "start": begin,
+            "losses": losses, "lr": rates, "step_s": times, "collectives": counts,
+            "flops": every_flops, "peak_bytes": peak,
             "state_bytes": sum(p.to_local().numel() * 4 if isinstance(p, DTensor)
-                               else p.numel() * 4 for p in model.parameters())}
+                               else p.numel() * 4 for p in model.parameters()),
+            "resumed": loaded, "skipped": skipped,
+            "save_s": saver.seconds if saver else [], "async_save": asynchronous}
 
 
 def alone() -> tuple[list[float], int]:
     """The whole model in one process, whole batches: the reference loss curve, and
     the FLOPs of one step (forward and backward) as FlopCounterMode counts them."""
     model = Model()
-    opt = torch.optim.SGD(model.parameters(), lr=LR)
-    out = []
+    opt, sched = optimizer(model.parameters())
+    data, out = Batches(), []
     counter = FlopCounterMode(display=False)
     for step in range(STEPS):
+        x, y = data.next()
         with counter if step == 1 else contextlib.nullcontext():
-            loss = loss_fn(model(batch(step)[0]), batch(step)[1])
+            loss = loss_fn(model(x), y)
             loss.backward()
         opt.step()
         opt.zero_grad()
+        sched.step()
         out.append(loss.item())
     return out, counter.get_total_flops()
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--layouts", nargs="+", default=["1x4x1x1"])
+    ap.add_argument("--layouts", nargs="*", default=None)
     ap.add_argument("--control", default=None, help="a layout to train with its "
                     "gradients averaged twice")
+    ap.add_argument("--ckpt-dir", default=None, help="save each layout's state into "
+                    "DIR/<layout> and start from its newest complete checkpoint there")
+    ap.add_argument("--save-every", type=int, default=4)
+    ap.add_argument("--async-save", action="store_true",
+                    help="save with dcp.async_save")
+    ap.add_argument("--resume", nargs=2, action="append", default=[],
+                    metavar=("LAYOUT", "DIR"), help="train LAYOUT from the newest "
+                    "complete checkpoint in DIR")
+    ap.add_argument("--kill-at", type=int, default=None)
+    ap.add_argument("--kill-rank", type=int, default=-1)
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     dist.init_process_group("gloo")
@@ -300,22 +541,37 @@ def main() -> None:
     torch.set_num_threads(1)
     ref, ref_flops = alone() if rank == 0 else (None, None)   # rank 0 compares
     runs = []
-    jobs = [(layout, False) for layout in args.layouts]
-    jobs += [(args.control, True)] if args.control else []
-    for layout, control in jobs:
+    layouts = args.layouts if args.layouts is not None else \
+        [] if args.resume else ["1x4x1x1"]
+    jobs = [(layout, False, None) for layout in layouts]
+    jobs += [(args.control, True, None)] if args.control else []
+    jobs += [(layout, False, folder) for layout, folder in args.resume]
+    for layout, control, resume in jobs:
         d = parse(layout)
         if math.prod(d.values()) != world:
             raise SystemExit(f"layout {layout} needs {math.prod(d.values())} ranks, "
                              f"not the {world} this launch has")
+        if resume and not complete(resume):
+            raise SystemExit(f"--resume {layout} {resume}: no complete checkpoint "
+                             "there")
+        ckpt = (f"{args.ckpt_dir}/{layout}" if args.ckpt_dir and not control
+                and not resume else None)
         start = time.perf_counter()
-        run = train(layout, control)
+        run = train(layout, control, ckpt, args.save_every, args.async_save, resume,
+                    args.kill_at, args.kill_rank)
         run["wall_s"] = time.perf_counter() - start
         runs.append(run)
         if rank == 0:
-            worst = max(abs(a - b) / b for a, b in zip(run["losses"], ref))
-            print(f"{layout}{' (gradients averaged twice)' if control else ''}: "
-                  f"loss {run['losses'][0]:.4f} -> {run['losses'][-1]:.4f}, "
-                  f"at most {worst:.1e} off one process")
+            begin = run["start"]
+            worst = max(abs(a - b) / b for a, b in zip(run["losses"], ref[begin:]))
+            how = " (gradients averaged twice)" if control else ""
+            if run["resumed"]:
+                saved = run["resumed"]["saved_by"]
+                how += (f" from step {begin} of {saved['layout']} on "
+                        f"{saved['ranks']} ranks"
+                        f" (loaded in {run['resumed']['load_s']:.2f} s)")
+            print(f"{layout}{how}: loss {run['losses'][0]:.4f} -> "
+                  f"{run['losses'][-1]:.4f}, at most {worst:.1e} off one process")
     if rank == 0:
         print(f"one process: loss {ref[0]:.4f} -> {ref[-1]:.4f}")
         if args.out:
@@ -324,7 +580,8 @@ def main() -> None:
                            "reference_flops": ref_flops,
                            "sizes": {"vocab": VOCAB, "width": WIDTH, "heads": HEADS,
                                      "blocks": BLOCKS, "seq": SEQ, "batch": BATCH,
-                                     "steps": STEPS, "lr": LR, "micro": MICRO}}, f)
+                                     "steps": STEPS, "lr": LR, "momentum": MOMENTUM,
+                                     "micro": MICRO, "opt_states": 1}}, f)
     dist.destroy_process_group()
 
 

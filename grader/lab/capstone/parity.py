@@ -49,11 +49,12 @@ class ParityRow:
 def parity(record: dict) -> list[ParityRow]:
     """One row per layout a launch trained, against the launch's own one-process
     curve; not the runs that show a drift's cause on purpose (``views``: the Paddle
-    script's batch passed as slices of one tensor), which :func:`drifts` lists."""
+    script's batch passed as slices of one tensor), which :func:`drifts` lists, nor
+    the runs resumed from a checkpoint, which :func:`~.resume.resumes` compares."""
     ref = record["reference"]
     return [ParityRow(r["layout"], bool(r.get("control")),
                       worst_relative(r["losses"], ref), record["world"])
-            for r in record["runs"] if not r.get("views")]
+            for r in record["runs"] if not r.get("views") and not r.get("resumed")]
 
 
 def drifts(record: dict) -> list[tuple[str, float, float]]:
@@ -97,7 +98,7 @@ def loss_figure(records: list[dict], title: str):
     steps = range(len(ref))
     left.plot(steps, ref, color="black", lw=4, alpha=0.25, label="one process")
     for rec in records:
-        for r in rec["runs"]:
+        for r in (r for r in rec["runs"] if not r.get("resumed")):
             style = {"ls": "--", "color": "black"} if r.get("control") else \
                 {"ls": ":", "color": "grey"} if r.get("views") else {}
             name = r["layout"] + (" averaged twice" if r.get("control") else

@@ -15,6 +15,7 @@ from pathlib import Path
 
 RECORDS = Path(__file__).resolve().parent / "records"
 RECORD_16 = RECORDS / "torch_2x2x2x2.json"       # the 4-D run on 16 ranks
+RECORD_ELASTIC = RECORDS / "torch_elastic.json"  # a rank killed, torchrun restarting
 
 
 def script_digest(script) -> str:

@@ -26,7 +26,8 @@ OP = {"allgather_base": "all_gather", "all_gather_into_tensor": "all_gather",
 def model_of(record: dict) -> Transformer:
     s = record["sizes"]
     return Transformer(vocab=s["vocab"], width=s["width"], heads=s["heads"],
-                       blocks=s["blocks"], seq=s["seq"], batch=s["batch"], opt_states=0)
+                       blocks=s["blocks"], seq=s["seq"], batch=s["batch"],
+                       opt_states=s.get("opt_states", 0))
 
 
 def measured_ops(run: dict) -> Counter:
@@ -42,7 +43,7 @@ def layout_rows(record: dict) -> list[dict]:
     the first, and the collectives of rank 0, measured and predicted."""
     model, rows = model_of(record), []
     for run in record["runs"]:
-        if run.get("control"):
+        if run.get("control") or run.get("resumed"):
             continue
         layout = Layout.parse(run["layout"], micro=record["sizes"]["micro"])
         # the first step builds caches; the last runs under MemTracker
@@ -106,7 +107,7 @@ def memory_rows(record: dict) -> list[dict]:
     (the planner's compute rates play no part in them)."""
     model, out = model_of(record), []
     for run in record["runs"]:
-        if run.get("control") or not run.get("peak_bytes"):
+        if run.get("control") or run.get("resumed") or not run.get("peak_bytes"):
             continue
         layout = Layout.parse(run["layout"], micro=record["sizes"]["micro"])
         planned = predict(model, layout, PRESETS["8 GPUs NVLink"]).memory_terms
@@ -124,8 +125,9 @@ def memory_table(rows: list[dict]) -> str:
             f"{r['layout'].text:9} {m['Total'] / kib:14.1f} {sum(p.values()) / kib:9.1f} "
             f"{r['error']:+7.0%}",
             f"{'':9} measured: params {m['Parameter'] / kib:.0f}, grads "
-            f"{m['Gradient'] / kib:.0f}, activations {m['Activation'] / kib:.0f}, "
-            f"temporary {m['Temp'] / kib:.0f}",
+            f"{m['Gradient'] / kib:.0f}, momentum {m.get('Optstate', 0) / kib:.0f}, "
+            f"activations {m['Activation'] / kib:.0f}, temporary {m['Temp'] / kib:.0f}",
             f"{'':9} planner:  params {p['params'] / kib:.0f}, grads "
-            f"{p['grads'] / kib:.0f}, activations {p['activations'] / kib:.0f}"]
+            f"{p['grads'] / kib:.0f}, momentum {p.get('optimizer', 0) / kib:.0f}, "
+            f"activations {p['activations'] / kib:.0f}"]
     return "\n".join(lines)

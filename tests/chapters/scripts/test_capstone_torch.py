@@ -2,10 +2,14 @@
 ranks): every layout's loss lies on the one-process loss within the page's tolerance,
 the control (gradients averaged twice) does not, the layouts the script ran are the
 planner's :class:`Layout`, and the collectives the page's prose explains are the ones
-counted. The 16-rank 4-D run writes the record the page shows."""
+counted; a run resumed from another launch's checkpoint, in the same layout or in
+another on another number of ranks, continues the run that saved it; a rank killed
+mid-run is restarted by torchrun from the last committed checkpoint. The 16-rank 4-D
+run and the elastic restart write the records the page shows."""
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 
 import pytest
@@ -18,6 +22,9 @@ from ._run import BIN, SCRIPTS, run
 
 pytestmark = pytest.mark.slow
 PAGE_LAYOUTS = ["1x4x1x1", "2x2x1x1", "1x2x2x1", "1x2x1x2", "1x1x2x2"]   # as the page
+# as the page: every layout saves its whole state at step 4, asynchronously, and
+# 1x1x2x2 resumes from its own checkpoint
+PAGE_CKPT = ["--ckpt-dir", "ckpt", "--async-save", "--resume", "1x1x2x2", "ckpt/1x1x2x2"]
 
 
 def torchrun(tmp, ranks: int, *args: str, timeout: float = 400) -> dict:
@@ -28,12 +35,26 @@ def torchrun(tmp, ranks: int, *args: str, timeout: float = 400) -> dict:
 
 
 @pytest.fixture(scope="module")
-def four(tmp_path_factory) -> dict:
-    return torchrun(tmp_path_factory.mktemp("capstone4"), 4, "--layouts", *PAGE_LAYOUTS,
-                    "--control", "1x4x1x1")
+def four_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("capstone4")
+
+
+@pytest.fixture(scope="module")
+def four(four_dir) -> dict:
+    return torchrun(four_dir, 4, "--layouts", *PAGE_LAYOUTS, "--control", "1x4x1x1",
+                    *PAGE_CKPT)
+
+
+@pytest.fixture(scope="module")
+def two(four, four_dir) -> dict:
+    """Two ranks resume, each in a layout the 4-rank launch did not save in: TP+PP's
+    checkpoint as FSDP, HSDP's as a pipeline."""
+    return torchrun(four_dir, 2, "--resume", "1x2x1x1", "ckpt/1x1x2x2",
+                    "--resume", "1x1x1x2", "ckpt/2x2x1x1")
 
 
 def test_every_layout_lies_on_the_one_process_loss_and_the_control_leaves_it(four):
+    assert [r["layout"] for r in four["runs"] if r["resumed"]] == ["1x1x2x2"]
     rows = capstone.parity(four)
     assert [(r.layout, r.control) for r in rows] == \
         [(t, False) for t in PAGE_LAYOUTS] + [("1x4x1x1", True)]
@@ -45,6 +66,43 @@ def test_every_layout_lies_on_the_one_process_loss_and_the_control_leaves_it(fou
             assert r.within, r
     # the curve moved: the comparison is not of losses that never changed
     assert four["reference"][0] - four["reference"][-1] > 100 * capstone.TOLERANCE
+
+
+def test_resumed_in_the_same_layout_the_run_continues_bit_for_bit(four):
+    """The page's 4-rank launch: every layout saved at step 4 (asynchronously, each
+    save committed), and 1x1x2x2 resumed from its own checkpoint: the same losses and
+    learning rates as the uninterrupted run, to the last bit, from the data's
+    position 4."""
+    saved = [r for r in four["runs"] if not r["resumed"] and not r["control"]]
+    for r in saved:
+        assert len(r["save_s"]) == 1 and r["async_save"], r["layout"]
+        stopped, total = r["save_s"][0]
+        assert 0 < stopped <= total
+    (row,) = capstone.resumes([four])
+    assert (row.layout, row.saved_layout, row.ranks, row.saved_ranks, row.start) == \
+        ("1x1x2x2", "1x1x2x2", 4, 4, 4)
+    assert row.same_layout and row.off_saver == 0.0 and row.lr_carried and row.continues
+    (resumed,) = [r for r in four["runs"] if r["resumed"]]
+    assert resumed["resumed"]["from"] == "ckpt/1x1x2x2/step-000004"
+    assert len(resumed["losses"]) == four["sizes"]["steps"] - 4
+
+
+def test_resumed_on_two_ranks_in_other_layouts_the_run_continues(four, two):
+    """N -> M: the 4-rank checkpoints of TP+PP and of HSDP, loaded on 2 ranks as FSDP
+    and as a pipeline: the whole state resharded (weights, momentum, schedule, data),
+    the losses within the page's tolerance of the saving runs', the rates equal."""
+    rows = capstone.resumes([four, two])
+    other = [r for r in rows if r.ranks == 2]
+    assert [(r.saved_layout, r.layout) for r in other] == \
+        [("1x1x2x2", "1x2x1x1"), ("2x2x1x1", "1x1x1x2")]
+    for r in other:
+        assert r.start == 4 and r.saved_ranks == 4 and not r.same_layout
+        assert r.lr_carried and r.off_saver <= capstone.TOLERANCE, r
+        assert r.off_alone <= capstone.TOLERANCE, r
+        assert r.continues
+    # the losses moved after the resume: the comparison is not of a flat curve
+    losses = [r for r in two["runs"]][0]["losses"]
+    assert max(losses) - min(losses) > 100 * capstone.TOLERANCE
 
 
 def test_the_runs_layouts_are_the_planners(four):
@@ -125,4 +183,57 @@ def test_sixteen_ranks_four_axes_and_its_record(tmp_path):
                               "capstone_torch.py --layouts 2x2x2x2",
                               capstone.RECORD_16)
     assert not capstone.read_record(capstone.RECORD_16,
+                                    SCRIPTS / "capstone_torch.py")["stale"]
+
+
+def attempts(log: str) -> list[list[tuple[int, float]]]:
+    """The run's loss log (one "step loss" line per step, kept across restarts), cut
+    where a restarted attempt goes back to an earlier step."""
+    out: list[list[tuple[int, float]]] = []
+    for line in log.split("\n"):
+        if line.strip():
+            step, loss = line.split()
+            if not out or int(step) != out[-1][-1][0] + 1:
+                out.append([])
+            out[-1].append((int(step), float(loss)))
+    return out
+
+
+@pytest.mark.timeout(600)
+def test_a_killed_rank_is_restarted_from_the_last_committed_checkpoint(tmp_path):
+    """torchrun --max-restarts 1: rank 3 is killed (SIGKILL) at step 6, after its share
+    of step 6's checkpoint is written and before the checkpoint is committed. torchrun
+    restarts all four ranks; they pass over the uncommitted step 6 (all of its files
+    on disk) and resume from step 4: the steps both attempts ran have the same losses
+    to the last bit, and the run ends on the one-process curve. Writes the record the
+    page shows when it is missing or stale."""
+    command = ["torchrun", "--standalone", "--nproc_per_node", "4", "--max-restarts", "1",
+               "capstone_torch.py", "--layouts", "1x2x1x2", "--ckpt-dir", "ckpt",
+               "--save-every", "2", "--kill-at", "6"]
+    script = command.index("capstone_torch.py")
+    p = run([str(BIN / command[0]), *command[1:script], str(SCRIPTS / command[script]),
+             *command[script + 1:], "--out", "out.json"], tmp_path, timeout=500,
+            TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1")
+    out = json.loads((tmp_path / "out.json").read_text())
+    launcher = [line for line in (p.stdout + p.stderr).split("\n")
+                if re.search(r"failed \(exitcode: -9\)|restart", line)]
+    assert any("exitcode: -9" in line for line in launcher), p.stderr[-3000:]
+    first, second = attempts((tmp_path / "ckpt" / "1x2x1x2" / "losses.txt").read_text())
+    assert [s for s, _ in first] == list(range(6)) and \
+        [s for s, _ in second] == list(range(4, 8))
+    assert first[4:] == second[:2]                       # bit for bit
+    (resumed,) = out["runs"]
+    assert resumed["resumed"]["from"] == "ckpt/1x2x1x2/step-000004"
+    assert resumed["skipped"] == [{"name": "tmp-step-000006", "metadata": True}]
+    assert resumed["start"] == 4 and [loss for _, loss in second] == resumed["losses"]
+    curve = [loss for _, loss in first[:4] + second]
+    assert capstone.worst_relative(curve, out["reference"]) <= capstone.TOLERANCE
+    record = capstone.read_record(capstone.RECORD_ELASTIC, SCRIPTS / "capstone_torch.py")
+    if record is None or record["stale"]:
+        capstone.write_record({**out, "attempts": [first, second],
+                               "launcher": [line[-160:] for line in launcher]},
+                              SCRIPTS / "capstone_torch.py",
+                              "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 " + " ".join(command),
+                              capstone.RECORD_ELASTIC)
+    assert not capstone.read_record(capstone.RECORD_ELASTIC,
                                     SCRIPTS / "capstone_torch.py")["stale"]
