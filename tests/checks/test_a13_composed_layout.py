@@ -111,3 +111,13 @@ def test_the_public_checks_pass_the_reference_and_catch_the_example():
     assert not r.passed and r.advisory and "optimizer" in r.message
     paddle = namespace(A, solutions.CORRECT["paddle"])
     assert public.public_predict_memory(paddle["predict_memory"], "paddle").passed
+
+
+@pytest.mark.parametrize("student, expected", [("alice", (6, 4)), ("bob", (5, 1)),
+                                               ("carol", (0, 0))])
+def test_sample_submissions_score_as_documented(student, expected):
+    from tests.checks.test_samples_a5_a8 import answers
+
+    ns = namespace(A, answers(student, A))
+    results = a13.check_all(ns["predict_memory"], ns["choose_layout"], ns["FRAMEWORK"])
+    assert tuple(r.points for r in results) == expected, [r.text() for r in results]
