@@ -14,8 +14,9 @@ import time
 import pytest
 
 from grader.lab import capstone
+from grader.lab.capstone.records import RECORDS
 
-from ._nodes import one_node_srun, start_node, stop_all, wait_for
+from ._nodes import one_node_srun, record_if_stale, start_node, stop_all, wait_for
 from ._run import BIN, SCRIPTS, free_port, run
 from ._slurm import GPUS, slurm  # noqa: F401  (a fixture)
 
@@ -26,6 +27,7 @@ SBATCH = SCRIPTS / "capstone_torch.sbatch"
 LAYOUT = "2x1x1x1"          # two ranks, replicas of each other: one per node below
 JOIN_TIMEOUT = 8            # seconds, for the tests (the script's default: 300)
 READ_TIMEOUT = 4
+RECORD = RECORDS / "torch_two_nodes.json"   # what the scale page shows
 UNREACHABLE = "192.0.2.1"   # TEST-NET-1 (RFC 5737): no machine answers there
 
 
@@ -68,6 +70,10 @@ def test_two_nodes_train_to_the_one_node_losses_bit_for_bit(tmp_path, one_node):
     ((a,), (b,)) = two["runs"], one_node["runs"]
     assert a["losses"] == b["losses"]                   # the same floats, not close ones
     assert two["reference"][0] - two["reference"][-1] > 100 * capstone.TOLERANCE  # trained
+    record_if_stale(RECORD, {"layout": LAYOUT, "one_node": b["losses"],
+                             "two_nodes": a["losses"]},
+                    SCRIPTS / "capstone_torch.py",
+                    "two torchrun nodes (--nnodes=2, c10d) of 1 rank, and torchrun --standalone --nproc-per-node=2: capstone_torch.py --layouts 2x1x1x1")
 
 
 def test_the_batch_script_trains_under_a_real_slurm(tmp_path, slurm):
