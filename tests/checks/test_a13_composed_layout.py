@@ -7,7 +7,7 @@ from grader.checks import a13_composed_layout as public
 
 from . import a13_solutions as solutions
 from .assignment_suite import assignment_tests
-from .notebooks import hidden_checks, namespace
+from .notebooks import ROOT, hidden_checks, namespace
 
 A = "a13_composed_layout"
 a13 = hidden_checks(A)
@@ -42,6 +42,26 @@ def test_the_rules_are_the_run_on_every_layout_of_every_model(m):
     for ranks in (4, 8):
         for layout in a13.candidates(model, ranks):
             _exact(model, layout)
+
+
+def test_the_judges_model_is_the_capstones():
+    """The same parameters, initial weights and output as chapters/scripts/capstone_torch.py's
+    Model at the script's sizes (the judge keeps its own copy: chapters/ is not on a
+    confined judge's path)."""
+    import importlib.util
+
+    import torch
+
+    spec = importlib.util.spec_from_file_location(
+        "capstone_torch", ROOT / "chapters" / "scripts" / "capstone_torch.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    theirs = script.Model()
+    ours = a13.capstone_model(script.VOCAB, script.WIDTH, script.HEADS, script.BLOCKS)
+    assert [(n, p.shape) for n, p in theirs.named_parameters()] == \
+        [(n, p.shape) for n, p in ours.named_parameters()]
+    x = torch.randint(0, script.VOCAB, (2, script.SEQ))
+    torch.testing.assert_close(ours(x), theirs(x))
 
 
 def test_the_notebooks_example_is_the_run():
