@@ -205,17 +205,32 @@ def memory_terms(model: Transformer, layout: Layout, stage: int = 0) -> dict[str
         opt = model.opt_states * whole / n
     else:
         params, grads, opt = whole, whole, model.opt_states * whole
-    # what autograd keeps per token (the sharding chapter's count), for the tokens the
-    # stage holds: 1F1B's first stage min(pp, micro) micro-batches; the head's logits
-    # only on the last stage
-    per_block, edges = model.activation_bytes(layout.tp)
+    # the forward at its fullest, per token of the micro-batches the stage holds in
+    # flight (1F1B's first stage: min(pp, micro)): each block keeps its two norms'
+    # inputs and outputs whole, its q, k, v, attention output and the MLP's two 4x-wide
+    # tensors split, and the attention weights after the softmax (the fitting
+    # chapter's count); the last stage's head holds the logits and their log-softmax,
+    # and under tensor parallelism also its own share of the logits, gathered whole on
+    # every rank (the capstone's head outputs them replicated)
+    w, v, t = model.width, model.vocab, layout.tp
+    per_block = (4 * w + 12 * w / t + model.heads * model.seq / t) * it
+    last = stage == layout.pp - 1
+    head = (2 * v + (v / t if t > 1 else 0) + 2 * w) * it if last else 0.0
     micro = layout.micro if layout.pp > 1 else 1
     in_flight = min(layout.pp, micro) if layout.pp > 1 else 1
     tokens = model.batch // layout.dp // micro * model.seq
-    if stage != layout.pp - 1:
-        edges = 0.0
-    acts = in_flight * tokens * (blocks * per_block + edges)
-    return {"params": params, "grads": grads, "optimizer": opt, "activations": acts}
+    acts = in_flight * tokens * (blocks * per_block + head)
+    # temporaries, at the largest of three moments: a unit's gather (the root's buffer
+    # and the next block's, fetched ahead); the loss's backward (the gradients of the
+    # log-softmax and of the whole logits, on every tensor-parallel rank); on a first
+    # stage with micro-batches, a later one's embedding gradient (whole-matrix sized,
+    # as above) added into the one held unreduced, beside a block's gather buffer
+    gathers = (root + block) * it if layout.shard > 1 else 0.0
+    loss = 2 * tokens * v * it if last else 0.0
+    later = (v * w + (block if layout.shard > 1 else 0.0)) * it \
+        if stage == 0 and in_flight > 1 else 0.0
+    return {"params": params, "grads": grads, "optimizer": opt, "activations": acts,
+            "temporaries": max(gathers, loss, later)}
 
 
 def step_collectives(model: Transformer, layout: Layout, stage: int = 0,

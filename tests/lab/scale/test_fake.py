@@ -15,6 +15,7 @@ def _fake_world():
     release()
 
 
+@pytest.mark.slow          # two tracked steps, Adam's update the slower (~3 CPU-s)
 def test_the_step_s_total_peak_comes_before_adams_update():
     # what the page says of the update it leaves out: tracked with it, the total's
     # peak is the same, and at that peak the optimizer holds its two moments alone
@@ -34,3 +35,18 @@ def test_track_refuses_a_layout_the_sizes_do_not_split():
     with pytest.raises(ValueError, match="float32"):
         track(Layout.parse("1x64x1x1"), scale.LLAMA3_8B.__class__(
             128, 64, 4, 1, 16, 64, itemsize=2), blocks=1)
+
+
+@pytest.mark.slow          # two tracked steps (~3 CPU-s)
+def test_a_first_stage_s_blocks_hold_what_the_planner_counts_per_block():
+    # what the page says of the pipeline's remaining difference: tracked at two
+    # depths, the stage's added block holds the planner's per-block activations
+    layout = Layout.parse("1x32x8x2")
+    two, four = (track(layout, scale.LLAMA3_8B, blocks=b) for b in (2, 4))
+    per_block = four.memory["activations"] - two.memory["activations"]   # one block
+    planned = (composed.memory_terms(four.model, layout)["activations"]
+               - composed.memory_terms(two.model, layout)["activations"])
+    assert per_block > 0 and per_block == pytest.approx(planned, rel=scale.TOLERANCE)
+    # and the rest of the stage is more than the planner counts (the page's figure)
+    assert two.memory["activations"] > composed.memory_terms(two.model, layout)[
+        "activations"] * (1 + scale.TOLERANCE)
