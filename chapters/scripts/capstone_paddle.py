@@ -23,7 +23,13 @@ checkpoint in the layout that saved it (each rank reads its own file) or in one
 process (which reads every file); loading it in another layout on several ranks needs
 a GPU, which "--resume" on several ranks shows. "--kill-at S" kills a rank at step S
 of a run started from step 0, after its share of step S's checkpoint is written and
-before the checkpoint is committed.
+before the checkpoint is committed. Paddle's launcher restarts a job only under an
+etcd master; without one, rerun the launch, and the run goes on from its checkpoint:
+
+    for attempt in 1 2; do
+      python -m paddle.distributed.launch --nproc_per_node 4 --log_dir log$attempt \\
+        capstone_paddle.py --layouts 2x1x2x1 --ckpt-dir ckpt --kill-at 6 && break
+    done
 """
 import argparse
 import json
@@ -126,19 +132,24 @@ def complete(folder) -> list[Path]:
     return sorted(p for p in found if any(p.glob("*.metadata")))
 
 
-def state_of(model, sched, step: int) -> dict:
-    """The weights (each rank's shards: DTensors under tensor parallelism) and the
-    schedule's and the data's positions, as tensors: dist.save_state_dict saves
-    tensors only. (Paddle's random generator state is an object it does not take; the
-    run draws no random numbers after making the weights.)"""
+def state_of(model, sched, step: int, layout: str = "0x0x0x0") -> dict:
+    """The weights (each rank's shards: DTensors under tensor parallelism), the
+    schedule's and the data's positions and the layout that saved them, as tensors:
+    dist.save_state_dict saves tensors only. (Paddle's random generator state is an
+    object it does not take; the run draws no random numbers after making the
+    weights.)"""
     return {**model.state_dict(),
+            "saved_by.layout": paddle.to_tensor([int(n) for n in layout.split("x")],
+                                                dtype="int64"),
+            "saved_by.ranks": paddle.to_tensor([dist.get_world_size()], dtype="int64"),
             "schedule.last_epoch": paddle.to_tensor([sched.last_epoch], dtype="int64"),
             # the cosine schedule computes each rate from the last one
             "schedule.last_lr": paddle.to_tensor([sched.last_lr], dtype="float64"),
             "data.position": paddle.to_tensor([step], dtype="int64")}
 
 
-def save(model, sched, step: int, folder: Path, die: bool = False) -> tuple[float, str]:
+def save(model, sched, step: int, folder: Path, layout: str,
+         die: bool = False) -> float:
     """Save into tmp-step-N; once every rank has written, rank 0 renames it step-N.
     save_replicas: each rank writes every tensor it holds (not one copy of each), so
     that each rank can load its own file back without moving tensors between ranks,
@@ -149,7 +160,8 @@ def save(model, sched, step: int, folder: Path, die: bool = False) -> tuple[floa
         tmp.mkdir(parents=True)
     barrier()
     start = time.perf_counter()
-    dist.save_state_dict(state_of(model, sched, step), str(tmp), save_replicas=True)
+    dist.save_state_dict(state_of(model, sched, step, layout), str(tmp),
+                         save_replicas=True)
     if die:            # the demonstration: this rank dies, its share written
         os.kill(os.getpid(), signal.SIGKILL)
     barrier()                      # every rank has written its share
@@ -197,7 +209,10 @@ def load(path: Path, model, sched, layout: str) -> dict:
     dist.load_state_dict(state, str(path))          # into the model's own tensors
     sched.set_state_dict({"last_epoch": int(state["schedule.last_epoch"].item()),
                           "last_lr": float(state["schedule.last_lr"].item())})
+    saved = state["saved_by.layout"].tolist()
     return {"from": str(path), "step": int(state["data.position"].item()),
+            "saved_by": {"layout": "x".join(map(str, saved)),
+                         "ranks": int(state["saved_by.ranks"].item())},
             "load_s": time.perf_counter() - start}
 
 
@@ -261,7 +276,7 @@ def train(layout: str, control: bool = False, sharding: int = 0,
         die = kill_at == done and begin == 0 and \
             dist.get_rank() == kill_rank % dist.get_world_size()
         if ckpt and done % every == 0 and done < STEPS:
-            saves.append(save(model, sched, done, Path(ckpt), die=die))
+            saves.append(save(model, sched, done, Path(ckpt), layout, die=die))
         elif die:
             os.kill(os.getpid(), signal.SIGKILL)
     if log:
@@ -357,11 +372,12 @@ def main() -> None:
             how = " (gradients averaged twice)" if control else \
                 " (batch as views)" if views else ""
             if run["resumed"]:
-                how += (f" from step {begin} of {run['resumed']['from']} (loaded in "
-                        f"{run['resumed']['load_s']:.2f} s)")
-            print(f"{layout}{how}: "
-                  f"loss {run['losses'][0]:.4f} -> {run['losses'][-1]:.4f}, "
-                  f"at most {worst:.1e} off one process")
+                saved = run["resumed"]["saved_by"]
+                how += (f" (resumed from step {begin} of {saved['layout']} on "
+                        f"{saved['ranks']} ranks, in {run['resumed']['load_s']:.2f} s)")
+            print(f"{layout}{how}:\n    " if run["resumed"] else f"{layout}{how}: ",
+                  f"loss {run['losses'][0]:.4f} -> {run['losses'][-1]:.4f}, at most "
+                  f"{worst:.1e} off one process", sep="")
     if rank == 0:
         print(f"one process: loss {ref[0]:.4f} -> {ref[-1]:.4f}")
         if args.out:

@@ -16,6 +16,8 @@ from pathlib import Path
 RECORDS = Path(__file__).resolve().parent / "records"
 RECORD_16 = RECORDS / "torch_2x2x2x2.json"       # the 4-D run on 16 ranks
 RECORD_ELASTIC = RECORDS / "torch_elastic.json"  # a rank killed, torchrun restarting
+RECORD_PADDLE_ELASTIC = RECORDS / "paddle_elastic.json"   # the same, a launch rerun
+RECORD_RESHARD = RECORDS / "torch_resume_4to2.json"      # 4 ranks' checkpoints on 2
 
 
 def script_digest(script) -> str:

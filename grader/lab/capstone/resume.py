@@ -70,11 +70,14 @@ def resumes(records: list[dict]) -> list[ResumeRow]:
 def resume_table(rows: list[ResumeRow]) -> str:
     lines = [f"{'saved by':18} {'resumed as':18} {'at step':>7} {'off the saving run':>19}"
              f" {'load s':>7}"]
+    def ranks(n: int) -> str:
+        return f"({n} rank{'s' if n != 1 else ''})"
+
     for r in rows:
         off = "not found" if r.off_saver is None else \
             "identical" if r.off_saver == 0.0 else f"{r.off_saver:.1e}"
-        lines.append(f"{r.saved_layout + f' ({r.saved_ranks} ranks)':18} "
-                     f"{r.layout + f' ({r.ranks} ranks)':18} {r.start:7} {off:>19} "
+        lines.append(f"{r.saved_layout + ' ' + ranks(r.saved_ranks):18} "
+                     f"{r.layout + ' ' + ranks(r.ranks):18} {r.start:7} {off:>19} "
                      f"{r.load_s:7.2f}")
     return "\n".join(lines)
 
@@ -109,3 +112,29 @@ def save_times(records: list[dict]) -> list[tuple[str, bool, float, float]]:
     checkpoint was committed) of every save in ``records``."""
     return [(r["layout"], bool(r.get("async_save")), stopped, total)
             for rec in records for r in rec["runs"] for stopped, total in r.get("save_s", [])]
+
+
+def elastic_lines(result: dict) -> str:
+    """A recorded restart (a slow test's): what each attempt did, and the losses of the
+    steps both ran, beside one process's."""
+    first, second = result["attempts"]
+    (run,) = result["runs"]
+    last = first[-1][0]
+    lines = [f"attempt 1: steps {first[0][0]}-{last}; rank {result['world'] - 1} killed "
+             f"(SIGKILL) while saving step {last + 1}",
+             f"the launcher saw: {'; '.join(result['launcher'])}"]
+    for s in run["skipped"]:
+        lines.append(f"attempt 2: passed over {s['name']} (" +
+                     ("all its files written, " if s["metadata"] else "") +
+                     "never committed)")
+    lines.append(f"attempt 2: resumed from {run['resumed']['from'].split('/')[-1]}, "
+                 f"steps {second[0][0]}-{second[-1][0]}")
+    ref = result["reference"]
+    again = dict(second)
+    lines.append(f"{'step':>4} {'attempt 1':>12} {'attempt 2':>12} {'one process':>12}")
+    for step, loss in first:
+        if step in again:
+            lines.append(f"{step:4} {loss:12.8f} {again[step]:12.8f} {ref[step]:12.8f}")
+    worst = worst_relative([loss for _, loss in first[:second[0][0]] + second], ref)
+    lines.append(f"the whole curve, attempt 1 then 2: at most {worst:.1e} off one process")
+    return "\n".join(lines)

@@ -8,6 +8,7 @@ mid-run is restarted by torchrun from the last committed checkpoint. The 16-rank
 run and the elastic restart write the records the page shows."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections import Counter
@@ -23,8 +24,9 @@ from ._run import BIN, SCRIPTS, run
 pytestmark = pytest.mark.slow
 PAGE_LAYOUTS = ["1x4x1x1", "2x2x1x1", "1x2x2x1", "1x2x1x2", "1x1x2x2"]   # as the page
 # as the page: every layout saves its whole state at step 4, asynchronously, and
-# 1x1x2x2 resumes from its own checkpoint
-PAGE_CKPT = ["--ckpt-dir", "ckpt", "--async-save", "--resume", "1x1x2x2", "ckpt/1x1x2x2"]
+# 1x1x2x2's checkpoint is resumed as 1x1x2x2 and as 2x2x1x1
+PAGE_CKPT = ["--ckpt-dir", "ckpt", "--async-save", "--resume", "1x1x2x2", "ckpt/1x1x2x2",
+             "--resume", "2x2x1x1", "ckpt/1x1x2x2"]
 
 
 def torchrun(tmp, ranks: int, *args: str, timeout: float = 400) -> dict:
@@ -54,7 +56,7 @@ def two(four, four_dir) -> dict:
 
 
 def test_every_layout_lies_on_the_one_process_loss_and_the_control_leaves_it(four):
-    assert [r["layout"] for r in four["runs"] if r["resumed"]] == ["1x1x2x2"]
+    assert [r["layout"] for r in four["runs"] if r["resumed"]] == ["1x1x2x2", "2x2x1x1"]
     rows = capstone.parity(four)
     assert [(r.layout, r.control) for r in rows] == \
         [(t, False) for t in PAGE_LAYOUTS] + [("1x4x1x1", True)]
@@ -78,13 +80,16 @@ def test_resumed_in_the_same_layout_the_run_continues_bit_for_bit(four):
         assert len(r["save_s"]) == 1 and r["async_save"], r["layout"]
         stopped, total = r["save_s"][0]
         assert 0 < stopped <= total
-    (row,) = capstone.resumes([four])
+    row, other = capstone.resumes([four])
     assert (row.layout, row.saved_layout, row.ranks, row.saved_ranks, row.start) == \
         ("1x1x2x2", "1x1x2x2", 4, 4, 4)
     assert row.same_layout and row.off_saver == 0.0 and row.lr_carried and row.continues
-    (resumed,) = [r for r in four["runs"] if r["resumed"]]
-    assert resumed["resumed"]["from"] == "ckpt/1x1x2x2/step-000004"
-    assert len(resumed["losses"]) == four["sizes"]["steps"] - 4
+    # the page's other resume: the same checkpoint as HSDP on the same 4 ranks
+    assert (other.layout, other.saved_layout, other.start) == ("2x2x1x1", "1x1x2x2", 4)
+    assert not other.same_layout and other.continues
+    resumed = [r for r in four["runs"] if r["resumed"]]
+    assert {r["resumed"]["from"] for r in resumed} == {"ckpt/1x1x2x2/step-000004"}
+    assert all(len(r["losses"]) == four["sizes"]["steps"] - 4 for r in resumed)
 
 
 def test_resumed_on_two_ranks_in_other_layouts_the_run_continues(four, two):
@@ -103,6 +108,14 @@ def test_resumed_on_two_ranks_in_other_layouts_the_run_continues(four, two):
     # the losses moved after the resume: the comparison is not of a flat curve
     losses = [r for r in two["runs"]][0]["losses"]
     assert max(losses) - min(losses) > 100 * capstone.TOLERANCE
+    script = SCRIPTS / "capstone_torch.py"
+    record = capstone.read_record(capstone.RECORD_RESHARD, script)
+    if record is None or record["stale"]:
+        capstone.write_record({"rows": [dataclasses.asdict(r) for r in other]}, script,
+                              "torchrun --nproc_per_node 2 capstone_torch.py --resume "
+                              "1x2x1x1 ckpt/1x1x2x2 --resume 1x1x1x2 ckpt/2x2x1x1 (after "
+                              "the page's 4-rank launch)", capstone.RECORD_RESHARD)
+    assert not capstone.read_record(capstone.RECORD_RESHARD, script)["stale"]
 
 
 def test_the_runs_layouts_are_the_planners(four):
@@ -215,9 +228,9 @@ def test_a_killed_rank_is_restarted_from_the_last_committed_checkpoint(tmp_path)
              *command[script + 1:], "--out", "out.json"], tmp_path, timeout=500,
             TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1")
     out = json.loads((tmp_path / "out.json").read_text())
-    launcher = [line for line in (p.stdout + p.stderr).split("\n")
-                if re.search(r"failed \(exitcode: -9\)|restart", line)]
-    assert any("exitcode: -9" in line for line in launcher), p.stderr[-3000:]
+    launcher = [f"rank {m[2]} failed with exit code {m[1]}" for m in re.finditer(
+        r"failed \(exitcode: (-?\d+)\) local_rank: (\d+)", p.stdout + p.stderr)]
+    assert launcher == ["rank 3 failed with exit code -9"], p.stderr[-3000:]
     first, second = attempts((tmp_path / "ckpt" / "1x2x1x2" / "losses.txt").read_text())
     assert [s for s, _ in first] == list(range(6)) and \
         [s for s, _ in second] == list(range(4, 8))
@@ -231,7 +244,7 @@ def test_a_killed_rank_is_restarted_from_the_last_committed_checkpoint(tmp_path)
     record = capstone.read_record(capstone.RECORD_ELASTIC, SCRIPTS / "capstone_torch.py")
     if record is None or record["stale"]:
         capstone.write_record({**out, "attempts": [first, second],
-                               "launcher": [line[-160:] for line in launcher]},
+                               "launcher": launcher},
                               SCRIPTS / "capstone_torch.py",
                               "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 " + " ".join(command),
                               capstone.RECORD_ELASTIC)
