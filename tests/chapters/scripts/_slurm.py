@@ -33,6 +33,9 @@ from ._run import env
 
 TOOLS = ("slurmctld", "slurmd", "sbatch", "scontrol", "munged")
 GPUS = 2  # the node's generic GPUs
+# reasons a pending job gives when it can never start on this one-node Slurm
+NEVER = {"PartitionConfig": "it asks more nodes, cores or GPUs than the node has: override "
+                            "the script's counts on sbatch's command line"}
 
 CONF = """\
 ClusterName=course
@@ -152,40 +155,73 @@ class Slurm:
                **extra: str) -> Job:
         """Submit ``script`` from ``cwd`` with ``options`` on the command line (they override
         the script's ``#SBATCH`` lines) and the suite's environment plus ``extra``; wait for
-        the job to end and read its state, exit code and output back from Slurm."""
+        the job to end and read its state, exit code and output back from Slurm.
+
+        The job's state is polled twice a second (``sbatch --wait`` polls ever more slowly
+        and returned ~30 s after a job of 10 s had ended); a job still pending after
+        ``pending`` seconds for a reason that will not pass (it asks more than the node
+        has) fails at once, with the reason."""
         out = self.root / "job-%j.out"
-        done = subprocess.run([_tool("sbatch"), "--wait", "--parsable", f"--output={out}",
+        done = subprocess.run([_tool("sbatch"), "--parsable", f"--output={out}",
                                f"--chdir={cwd}", f"--time={max(1, int(timeout // 60))}",
                                *options, str(script)], cwd=cwd, capture_output=True,
-                              text=True, timeout=timeout + 30, env=self._env(**extra))
+                              text=True, timeout=60, env=self._env(**extra))
         m = re.search(r"^(\d+)", done.stdout.strip(), re.M)
         if not m:
             raise AssertionError(f"sbatch did not submit {script.name} (exit {done.returncode}):"
                                  f"\n{done.stdout}{done.stderr}\n{self.logs()}")
         job = m.group(1)
-        shown = self._run(["scontrol", "show", "job", job]).stdout
-        state = re.search(r"JobState=(\S+)", shown)
-        code = re.search(r"ExitCode=(\S+)", shown)
+        fields = self.wait(job, timeout + 30)
         path = self.root / f"job-{job}.out"
-        return Job(job, state.group(1) if state else "UNKNOWN", code.group(1) if code else "",
+        return Job(job, fields.get("JobState", "UNKNOWN"), fields.get("ExitCode", ""),
                    path.read_text(errors="replace") if path.is_file() else "")
 
+    def wait(self, job: str, timeout: float) -> dict[str, str]:
+        """``scontrol show job``'s fields once the job has ended."""
+        end = time.monotonic() + timeout
+        fields: dict[str, str] = {}
+        while time.monotonic() < end:
+            shown = self._run(["scontrol", "show", "job", job]).stdout
+            fields = dict(re.findall(r"(\w+)=(\S*)", shown))
+            state, reason = fields.get("JobState", ""), fields.get("Reason", "")
+            if state and state not in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING",
+                                       "SUSPENDED", "REQUEUED", "RESIZING"):
+                return fields
+            if state == "PENDING" and reason in NEVER:
+                self._run(["scancel", job])
+                raise AssertionError(f"job {job} cannot start here: {reason} ({NEVER[reason]})")
+            time.sleep(0.5)
+        self._run(["scancel", job])
+        raise AssertionError(f"job {job} did not end within {timeout:.0f} s (state "
+                             f"{fields.get('JobState', 'unknown')}); cancelled\n{self.logs()}")
+
     def stop(self) -> None:
+        """Cancel what runs, then end the three daemons together: SIGTERM, up to 5 s to
+        go, then SIGKILL (one after another, each waited for, took 6 s)."""
         self._run(["scancel", "--full", "--partition=course"])
+        pids = []
         for name in ("slurmd", "slurmctld", "munged"):
-            pid_file = self.root / f"{name}.pid"
             try:
-                pid = int(pid_file.read_text().split()[0])
+                pids.append(int((self.root / f"{name}.pid").read_text().split()[0]))
             except (OSError, ValueError, IndexError):
                 continue
-            for sig, pause in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 1.0)):
+        for sig, pause in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 1.0)):
+            for pid in pids:
                 try:
                     os.kill(pid, sig)
                 except ProcessLookupError:
-                    break
-                end = time.monotonic() + pause
-                while time.monotonic() < end and Path(f"/proc/{pid}").exists():
-                    time.sleep(0.1)
+                    pass
+            end = time.monotonic() + pause
+            while time.monotonic() < end and any(_alive(p) for p in pids):
+                time.sleep(0.1)
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie, ended but not yet reaped, is not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def started() -> Slurm:

@@ -89,6 +89,15 @@ def test_the_batch_script_trains_under_a_real_slurm(tmp_path, slurm):
     assert re.search(r"^0: 1x1x2x1: loss", job.output, re.M), job.output[-3000:]  # --label
 
 
+def test_a_job_asking_more_than_the_node_has_fails_at_once_saying_so(slurm):
+    """The script's own 32 cores per task on this node pend for ever; the test Slurm
+    says why at once instead of waiting out the job's time limit."""
+    start = time.monotonic()
+    with pytest.raises(AssertionError, match="cannot start here: PartitionConfig"):
+        slurm.sbatch(SBATCH, SCRIPTS, ["--nodes=1", "--gpus-per-node=1"])
+    assert time.monotonic() - start < 30
+
+
 def test_a_wrong_rendezvous_address_ends_the_job_naming_the_node_and_the_address(
         tmp_path, slurm):
     """The rendezvous host given wrong (RDZV_HOST): the node cannot reach the store and
