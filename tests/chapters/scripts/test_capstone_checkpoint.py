@@ -83,6 +83,7 @@ def test_a_resumed_run_continues_the_uninterrupted_one_bit_for_bit(ct, uninterru
     assert second.steps(ct.STEPS - 4) == uninterrupted[4:]
 
 
+@pytest.mark.slow                  # three more trainings, a few seconds each
 @pytest.mark.parametrize("part", ["momentum", "schedule", "data position"])
 def test_each_part_of_the_state_is_needed_to_continue(ct, uninterrupted, tmp_path, part):
     """The control: the same resume with one part of the state left as a fresh run has
