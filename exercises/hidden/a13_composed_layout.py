@@ -528,12 +528,12 @@ def _close(seen: float, want: float, kind: str) -> bool:
     return abs(seen - want) <= KIND_RTOL[kind] * want + 0.5
 
 
-def _hint(kind: str, seen: dict, keys: list) -> str:
+def _hint(kind: str, seen: dict, keys: list, stage: int = 0) -> str:
     """The mistake whose variant of the rule gives every case's ``kind`` the answer gave
     (and changes at least one)."""
     for m in MISTAKES:
-        variants = [by_rule(model, lay, 0, {m})[kind] for model, lay in keys]
-        rights = [by_rule(model, lay)[kind] for model, lay in keys]
+        variants = [by_rule(model, lay, stage, {m})[kind] for model, lay in keys]
+        rights = [by_rule(model, lay, stage)[kind] for model, lay in keys]
         if any(not _close(v, w, kind) for v, w in zip(variants, rights)) and all(
                 _close(seen[i], v, kind) for i, v in enumerate(variants)):
             return MISTAKES[m]
@@ -543,6 +543,24 @@ def _hint(kind: str, seen: dict, keys: list) -> str:
                            "flight x (blocks on the stage x the bytes per token of a "
                            "block, + the head's on the last stage)"}.get(
         kind, "gradients are the parameters' size and shards; Adam keeps two moments")
+
+
+def _over_budget_hint(model: dict, layout: tuple, stage: int, predict, framework: str
+                      ) -> str:
+    """Why the layout seemed to fit: what the student's own ``predict_memory`` says of the
+    stage over the budget, the kind it undercounts most and the mistake that reproduces
+    it; without ``predict_memory`` (or when it raises), where the bytes are."""
+    measured = run_layout(sizes_of(model), layout, stage).memory
+    said, _ = attempt(read_memory, predict, dict(model), layout_words(layout, framework),
+                      stage) if predict is not None else (None, "")
+    if said is None:
+        big = max(measured, key=measured.get)
+        return (f"every rank counts, each pipeline stage's too: stage {stage} holds "
+                f"{measured[big]:,} bytes of {big} alone")
+    kind = max(KINDS, key=lambda k: measured[k] - said[k])
+    return (f"your predict_memory gives stage {stage} {said[kind]:,.0f} bytes of {kind}, "
+            f"measured {measured[kind]:,}: "
+            + _hint(kind, {0: said[kind]}, [(model, layout)], stage))
 
 
 def check_predict_memory(fn: Callable, framework: str = "torch") -> CheckResult:
@@ -580,9 +598,12 @@ def check_predict_memory(fn: Callable, framework: str = "torch") -> CheckResult:
                                   "layouts")
 
 
-def check_choose_layout(fn: Callable, framework: str = "torch") -> CheckResult:
+def check_choose_layout(fn: Callable, framework: str = "torch",
+                        predict: Callable | None = None) -> CheckResult:
     """4 points: a layout the sizes allow (1), every rank within the budget as measured
-    (2), the fewest bytes communicated among the layouts that fit (1); every case."""
+    (2), the fewest bytes communicated among the layouts that fit (1); every case.
+    ``predict``, the student's ``predict_memory``, only words the hint of a layout over
+    the budget (what it says of that layout, against the measurement)."""
     name = "a13: choose_layout fits the budget with the least communication"
     keys = choose_cases()
     got = [attempt(lambda x: read_layout(x, framework), fn, dict(model), ranks, budget)
@@ -607,7 +628,7 @@ def check_choose_layout(fn: Callable, framework: str = "torch") -> CheckResult:
             big = max(m, key=m.get)
             fits.append((f"{text(layout)} needs {top:,} bytes on pipeline stage {stage} "
                          f"(its {big} {m[big]:,}), over the budget of {budget:,}",
-                         "shard or split more: the budget counts the largest rank"))
+                         _over_budget_hint(model, layout, stage, predict, framework)))
             continue
         # the others are priced by the rule, which the course's tests hold equal to
         # this run on every layout of these models: building them all would take seconds
@@ -640,4 +661,4 @@ def check_choose_layout(fn: Callable, framework: str = "torch") -> CheckResult:
 def check_all(predict_memory: Callable, choose_layout: Callable,
               framework: str = "torch") -> list[CheckResult]:
     return [check_predict_memory(predict_memory, framework),
-            check_choose_layout(choose_layout, framework)]
+            check_choose_layout(choose_layout, framework, predict_memory)]

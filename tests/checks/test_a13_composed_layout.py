@@ -144,3 +144,9 @@ def test_sample_submissions_score_as_documented(student, expected):
     ns = namespace(A, answers(student, A))
     results = a13.check_all(ns["predict_memory"], ns["choose_layout"], ns["FRAMEWORK"])
     assert tuple(r.points for r in results) == expected, [r.text() for r in results]
+    if student == "bob":        # his layouts look as if they fit with one moment
+        assert "over the budget" in results[1].message
+        assert "your predict_memory gives stage 0" in results[1].hint
+        assert "bytes of optimizer" in results[1].hint
+        assert results[1].hint.endswith("Adam keeps two moments per parameter (exp_avg and "
+                                        "exp_avg_sq), not one")
