@@ -33,6 +33,10 @@ PyTorch's memory tracker on a fake process group):
   each (six all-reduces per block and micro-batch, not Megatron's fused four), the
   split embedding all-reduces its output, the head gathers its logits (forward) and
   all-reduces its input's gradient (backward);
+- under a pipeline, ``PipelineStage`` keeps every block of the stage gathered and its
+  gradients unreduced from the first micro-batch's backward to the last one's (a
+  2-block model hid this: its stage has one block; tracked at all 32, a stage of
+  16 blocks held 1.8 GiB of parameters where the general rule said 0.4);
 - a shard group of one rank (``R x 1``: FSDP over a (replicate, 1) mesh) gathers and
   reduce-scatters nothing; the replicas all-reduce each unit's gradients.
 
@@ -191,17 +195,24 @@ def units(model: Transformer, layout: Layout, stage: int = 0) -> tuple[float, fl
 
 def memory_terms(model: Transformer, layout: Layout, stage: int = 0) -> dict[str, float]:
     """Bytes of rank 0 of ``stage``, by kind, each at its own peak in a step, as the
-    capstone's functions hold them (see the module's text); activations as
-    :mod:`.sharded` counts them, for the micro-batches the stage holds in flight."""
+    capstone's functions hold them (see the module's text), for the micro-batches the
+    stage holds in flight."""
     block, root, blocks = units(model, layout, stage)
     it, n = model.itemsize, layout.shard
     whole = (blocks * block + root) * it
-    if layout.dp > 1:             # fully_shard: shards, the root and a block gathered
-        params = whole / n + (root + block) * it
-        # at the end of the backward: the blocks' gradients reduced to their shards,
-        # the root's still whole, the embedding's at the size of the whole matrix
+    micro = layout.micro if layout.pp > 1 else 1
+    if layout.dp > 1:
+        # fully_shard: the shards, the root gathered and a block; PipelineStage keeps
+        # every block gathered and its gradients whole from the first backward to the
+        # last micro-batch's, when it reduces and frees them all
+        kept = micro > 1
+        params = whole / n + (root + (blocks if kept else 1) * block) * it
+        # at the end of the backward: the blocks' gradients reduced to their shards
+        # (or kept whole), the root's whole, the embedding's at the size of the whole
+        # matrix
         embed = model.vocab * model.width if stage == 0 else 0.0
-        grads = (blocks * block / n + root + embed * (1 - 1 / layout.tp)) * it
+        grads = (blocks * block / (1 if kept else n) + root
+                 + embed * (1 - 1 / layout.tp)) * it
         opt = model.opt_states * whole / n
     else:
         params, grads, opt = whole, whole, model.opt_states * whole
@@ -216,7 +227,6 @@ def memory_terms(model: Transformer, layout: Layout, stage: int = 0) -> dict[str
     per_block = (4 * w + 12 * w / t + model.heads * model.seq / t) * it
     last = stage == layout.pp - 1
     head = (2 * v + (v / t if t > 1 else 0) + 2 * w) * it if last else 0.0
-    micro = layout.micro if layout.pp > 1 else 1
     in_flight = min(layout.pp, micro) if layout.pp > 1 else 1
     tokens = model.batch // layout.dp // micro * model.seq
     acts = in_flight * tokens * (blocks * per_block + head)

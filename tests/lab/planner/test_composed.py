@@ -118,3 +118,18 @@ def test_a_pipeline_stage_counts_as_pipelinestage_runs_fsdp():
     # a middle stage sends and receives both ways, per micro-batch
     four = Transformer(vocab=64, width=32, heads=4, blocks=4, seq=16, batch=8)
     assert _counts("1x1x1x4", four, stage=1)["send"] == 2 * 2
+
+
+def test_a_pipeline_stage_keeps_its_blocks_gathered_until_the_last_micro_batch():
+    # PipelineStage under FSDP: no reshard and no reduction after the backward of any
+    # micro-batch but the last, so every block of the stage is gathered at once
+    model = Transformer(vocab=64, width=32, heads=4, blocks=8, seq=16, batch=8,
+                        opt_states=2)
+    lay = Layout.parse("1x2x1x2")                      # micro 2: 4 blocks a stage
+    block, root, blocks = composed.units(model, lay)
+    whole = (blocks * block + root) * 4
+    mem = composed.memory_terms(model, lay)
+    assert mem["params"] == whole / 2 + (root + 4 * block) * 4
+    assert mem["grads"] == (4 * block + root) * 4      # unreduced; tp 1: no extra
+    one = composed.memory_terms(model, Layout.parse("1x2x1x2", micro=1))
+    assert one["params"] == whole / 2 + (root + block) * 4
