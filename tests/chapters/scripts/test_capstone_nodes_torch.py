@@ -136,31 +136,64 @@ def test_a_node_that_never_joins_ends_the_others_after_the_join_timeout(tmp_path
     assert not (tmp_path / "out.json").exists()
 
 
+def listening(port: int, timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"nothing listened on port {port} within {timeout:.0f} s")
+
+
 def test_a_node_that_dies_mid_training_ends_the_other_naming_its_rank_and_the_cause(
         tmp_path):
     """Two nodes train (many layouts in a row, so the run is long enough to be cut);
-    once rank 0 has printed its first layout, the other node dies, every process of it
-    at once. The survivor's rank finds the connection gone in its next collective and
-    torchrun ends, its summary naming the host, the rank and the error; far sooner than
-    any time-out."""
+    node 0 starts first and hosts the rendezvous, as the first node of an allocation
+    does. Once a rank has printed its first layout, node 1 dies, every process of it at
+    once. The survivor's rank finds the connection gone in its next collective (gloo
+    names the dead node's address) and torchrun ends, its summary naming the host, the
+    rank and the exit code; far sooner than any time-out. (Were node 0 the one to die,
+    the survivor would also lose the rendezvous' store and end with
+    RendezvousConnectionError, without the summary: seen once here.)"""
     port = free_port()
     args = ["--layouts", *[LAYOUT] * 12]
-    nodes = [start_node(f"node{n}", two_node_cmd(n, port, *args), tmp_path, tmp_path)
-             for n in (0, 1)]
+    node0 = start_node("node0", two_node_cmd(0, port, *args), tmp_path, tmp_path)
+    nodes = [node0]
     try:
-        survivor = wait_for(nodes, f"{LAYOUT}: loss", timeout=200)   # holds rank 0
-        victim = next(n for n in nodes if n is not survivor)
-        victim.die()
+        listening(port, timeout=120)                    # node 0 hosts the store
+        nodes.append(start_node("node1", two_node_cmd(1, port, *args), tmp_path, tmp_path))
+        wait_for(nodes, f"{LAYOUT}: loss", timeout=200)
+        nodes[1].die()
         killed = time.monotonic()
-        survivor.wait(timeout=120)
+        node0.wait(timeout=120)
         took = time.monotonic() - killed
     finally:
         stop_all(nodes)
-    out = survivor.output()
-    assert survivor.proc.returncode != 0
-    assert out.count(f"{LAYOUT}: loss") < 12, "the run ended before the node died"
+    out = node0.output()
+    assert node0.proc.returncode != 0
+    assert (out + nodes[1].output()).count(f"{LAYOUT}: loss") < 12, \
+        "the run ended before the node died"
     host = socket.getfqdn(socket.gethostname())    # as torchrun names it
     assert re.search(rf"host\s*:\s*{re.escape(host)}", out), out[-4000:]
-    assert re.search(r"rank\s*:\s*0 \(local_rank: 0\)", out), out[-4000:]
-    assert re.search(r"Connection (closed|reset) by peer", out), out[-4000:]
+    assert re.search(r"rank\s*:\s*[01] \(local_rank: 0\)", out), out[-4000:]
+    assert re.search(r"exitcode\s*:\s*1", out), out[-4000:]
+    # gloo names the dead node's address
+    assert re.search(r"\[127\.0\.0\.1\]:\d+: Connection (reset|closed) by peer", out), \
+        out[-4000:]
     assert took < JOIN_TIMEOUT + 30, took
+
+
+def test_the_scale_page_states_the_scripts_join_timeout_and_the_tests_lowered_ones():
+    """What the page says about the time-outs is what the scripts and these tests use."""
+    from . import test_capstone_nodes_paddle as paddle_tests
+
+    page = (SCRIPTS.parent / "scale.md").read_text()
+    for name in ("capstone_torch.sbatch", "capstone_paddle.sbatch"):
+        assert "${JOIN_TIMEOUT:-300}" in (SCRIPTS / name).read_text(), name
+        assert f"```{{literalinclude}} scripts/{name}" in page, name
+    assert "**join time-out**, 300 s in the batch" in page
+    assert (f"lower it to {JOIN_TIMEOUT} s (PyTorch) and {paddle_tests.JOIN_TIMEOUT} s "
+            "(Paddle)") in page
+    assert f"4 s in the test" in page and READ_TIMEOUT == 4
+    assert "${READ_TIMEOUT:-60}" in SBATCH.read_text() and "`READ_TIMEOUT` (60 s" in page
