@@ -5,7 +5,7 @@ judge's own process, no network) and measures it. The committed samples:
 
 - ``alice``: correct, in Paddle's words (fleet's hybrid_configs): 6 + 4;
 - ``bob``: Adam's two moments counted as one: 5 + 1 (his choose_layout trusts his figures
-  and picks layouts over the budget), the feedback naming the moments;
+  and picks layouts over the budget), the feedback of both cells naming the moments;
 - ``carol``: the released notebook: 0 + 0.
 
 Needs root and bubblewrap (skipped without them, failed when ``CI`` is set)."""
@@ -46,3 +46,5 @@ def test_the_judge_builds_the_layouts_and_pays_what_it_measured(graded, student,
         (memory, layout), (o, text)
     if student == "bob":
         assert "two moments" in text, text
+        chosen = graded_course.outputs(course, A, student, "test_choose_layout")
+        assert "your predict_memory gives stage" in chosen and "two moments" in chosen, chosen
