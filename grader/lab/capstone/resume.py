@@ -39,6 +39,17 @@ class ResumeRow:
         return self.off_saver == 0.0 if self.same_layout else self.off_saver <= TOLERANCE
 
 
+def why_not(row: ResumeRow) -> str:
+    """Why a resumed run does not continue the saving run's (empty where it does)."""
+    if row.continues:
+        return ""
+    if row.off_saver is None:
+        return "the run that saved is not in the records"
+    if not row.lr_carried:
+        return "its learning rates are not the saving run's"
+    return f"its losses differ from the saving run's by up to {row.off_saver:.1e}"
+
+
 def savers(records: list[dict]) -> dict[tuple[str, int], dict]:
     """The runs that started from step 0 (not controls), by (layout, ranks)."""
     return {(r["layout"], rec["world"]): r for rec in records for r in rec["runs"]
@@ -95,7 +106,7 @@ def resume_words(rows: list[ResumeRow]) -> str:
                      "saved continue its losses bit for bit" if len(same) > 1 else
                      "the run resumed in the layout that saved " +
                      ("continues its losses bit for bit" if ok else
-                      f"differs from them by {same[0].off_saver}"))
+                      f"does not continue them: {why_not(same[0])}"))
     if other:
         ok = [r for r in other if r.continues]
         worst = max((r.off_saver for r in other if r.off_saver is not None), default=0.0)
