@@ -79,3 +79,4 @@ def test_a_save_that_died_before_its_commit_is_never_loaded(cp, tmp_path, monkey
     fresh = cp.Model()
     _, sched = cp.optimizer(fresh.parameters())
     assert cp.load(cp.complete(tmp_path)[-1], fresh, sched, "1x1x1x1")["step"] == 2
+

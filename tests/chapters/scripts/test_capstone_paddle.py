@@ -109,6 +109,41 @@ def test_resumed_whole_in_one_process_the_run_continues(four, one):
     assert rows[0].continues and not rows[0].same_layout
 
 
+ONE_RANK_MESH = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import paddle, paddle.distributed as dist
+import capstone_paddle as cp
+paddle.set_device("cpu")
+path = cp.complete("ckpt/2x1x2x1")[-1]
+key = "blocks.1.w1.weight"
+out = {}
+for how in ("plain", "one-rank mesh"):
+    model = cp.Model()
+    opt, sched = cp.optimizer(model.parameters())
+    before = model.state_dict()[key].numpy().copy()
+    if how != "plain":
+        mesh = dist.ProcessMesh([[0]], dim_names=["dp", "mp"])
+        model, opt = dist.parallelize(model, opt, mesh=mesh,
+                                      config={"dp_config": {"sharding_level": 0}})
+    cp.load(path, model, sched, "1x1x1x1")
+    out[how] = bool((model.state_dict()[key].numpy() != before).any())
+print(json.dumps(out))
+"""
+
+
+def test_one_process_loads_nothing_into_a_model_parallelized_on_one_rank(four, four_dir):
+    """What the page says and the script avoids (it does not parallelize a one-rank
+    layout): the 4 ranks' checkpoint, loaded by dist.load_state_dict in one process into
+    a model passed through dist.parallelize on a one-rank mesh, leaves its weights as
+    they were, with no error; into the plain model it loads. If Paddle starts loading
+    there, the page's sentence must go."""
+    p = run([sys.executable, "-c", ONE_RANK_MESH, str(SCRIPTS)], four_dir, timeout=200,
+            PYTHONWARNINGS="ignore")
+    assert json.loads(p.stdout.strip().splitlines()[-1]) == \
+        {"plain": True, "one-rank mesh": False}
+
+
 def attempts(log: str) -> list[list[tuple[int, float]]]:
     out: list[list[tuple[int, float]]] = []
     for line in log.split("\n"):
@@ -118,6 +153,18 @@ def attempts(log: str) -> list[list[tuple[int, float]]]:
                 out.append([])
             out[-1].append((int(step), float(loss)))
     return out
+
+
+def test_the_launcher_does_not_restart_without_an_etcd_master(tmp_path):
+    """What the page says: --max_restart and --elastic_level 1 on their own (no
+    --master etcd://...) leave a killed rank's job ended, not restarted: the launch
+    fails and the run's log holds one attempt."""
+    cmd = launch(tmp_path, 4, "--layouts", "2x1x2x1", "--ckpt-dir", "ckpt", "--kill-at", "2")
+    cmd[3:3] = ["--elastic_level", "1", "--max_restart", "1"]     # the launcher's options
+    p = run(cmd, tmp_path, timeout=300, check=False, PYTHONWARNINGS="ignore")
+    assert p.returncode != 0
+    (only,) = attempts((tmp_path / "ckpt" / "2x1x2x1" / "losses.txt").read_text())
+    assert [s for s, _ in only] == [0, 1]
 
 
 RESTART = ("for attempt in 1 2; do python -m paddle.distributed.launch --nproc_per_node 4 "
