@@ -37,6 +37,10 @@ PyTorch's memory tracker on a fake process group):
   gradients unreduced from the first micro-batch's backward to the last one's (a
   2-block model hid this: its stage has one block; tracked at all 32, a stage of
   16 blocks held 1.8 GiB of parameters where the general rule said 0.4);
+- a pipeline's first stage keeps each micro-batch's output until its gradient comes
+  back, and holds, at its fullest, the last block's attention scores before the
+  softmax (the tracker's activations of ``1x32x8x2``, attributed to the lines of the
+  capstone's block, 0.17 GiB beyond the blocks' count at 2 blocks);
 - a shard group of one rank (``R x 1``: FSDP over a (replicate, 1) mesh) gathers and
   reduce-scatters nothing; the replicas all-reduce each unit's gradients.
 
@@ -229,7 +233,13 @@ def memory_terms(model: Transformer, layout: Layout, stage: int = 0) -> dict[str
     head = (2 * v + (v / t if t > 1 else 0) + 2 * w) * it if last else 0.0
     in_flight = min(layout.pp, micro) if layout.pp > 1 else 1
     tokens = model.batch // layout.dp // micro * model.seq
-    acts = in_flight * tokens * (blocks * per_block + head)
+    # a stage before the last keeps each micro-batch's output until its gradient comes
+    # back; at the forward's fullest, the head's tensors or, where there is no head,
+    # one micro-batch's attention scores before the softmax (the last block's)
+    held = 0.0 if last else w * it
+    scores = tokens * model.heads * model.seq / t * it
+    acts = in_flight * tokens * (blocks * per_block + held) + \
+        max(in_flight * tokens * head, scores)
     # temporaries, at the largest of three moments: a unit's gather (the root's buffer
     # and the next block's, fetched ahead); the loss's backward (the gradients of the
     # log-softmax and of the whole logits, on every tensor-parallel rank); on a first

@@ -39,17 +39,14 @@ def test_track_refuses_a_layout_the_sizes_do_not_split():
 
 @pytest.mark.slow          # two tracked steps (~3 CPU-s)
 def test_a_first_stage_s_blocks_hold_what_the_planner_counts_per_block():
-    # what the page says of the pipeline's remaining difference: tracked at two
-    # depths, the stage's added block holds the planner's per-block activations
+    # tracked at two depths, the stage's added block holds the planner's per-block
+    # activations: what the stage holds beyond them is at its edges
     layout = Layout.parse("1x32x8x2")
     two, four = (track(layout, scale.LLAMA3_8B, blocks=b) for b in (2, 4))
     per_block = four.memory["activations"] - two.memory["activations"]   # one block
     planned = (composed.memory_terms(four.model, layout)["activations"]
                - composed.memory_terms(two.model, layout)["activations"])
     assert per_block > 0 and per_block == pytest.approx(planned, rel=scale.TOLERANCE)
-    # and the rest of the stage is more than the planner counts (the page's figure)
-    assert two.memory["activations"] > composed.memory_terms(two.model, layout)[
-        "activations"] * (1 + scale.TOLERANCE)
 
 
 @pytest.mark.slow          # 32 blocks tracked (~5-8 CPU-s each)
