@@ -43,13 +43,14 @@ for rank 0's bytes on layouts and models the notebook does not show, drawn from 
 course's secret, and compares each kind with the run's measurement (params, grads and
 optimizer within 0.5 %; activations within 2 %, so that the causal masks, the token ids
 and the loss's targets may be left out: at most 1.4 % on every layout of these models,
-where leaving out the LayerNorm statistics too reaches 2.8 %). ``check_choose_layout`` (4 points) asks
-for a 2-D or 3-D layout for models, rank counts and budgets drawn the same way: 1 for a
-layout the model's sizes allow, 2 for every rank within the budget as measured (each
-pipeline stage is built), 1 for the fewest bytes in rank 0's collectives (and pipeline
-sends) among the layouts that fit. A hint names the mistake the answer's figures show
-(:data:`MISTAKES`: each is the rule with one step done wrong, and the hint is given only
-when that variant reproduces every case).
+where leaving out the LayerNorm statistics too reaches 2.8 %). ``check_choose_layout``
+(4 points) asks for a 2-D or 3-D layout for models, rank counts and budgets drawn the
+same way: 1 for a layout the model's sizes allow, 2 for every rank within the budget as
+measured (each pipeline stage is built), 1 for the fewest bytes in rank 0's collectives
+(and pipeline sends) among the layouts that fit. A hint names the mistake the answer's
+figures show (:data:`MISTAKES`: each is the rule with one step done wrong, and the hint
+is given only when that variant reproduces every case); a layout over the budget is told
+what the student's own ``predict_memory`` says of its largest stage, against the run.
 """
 from __future__ import annotations
 
@@ -192,8 +193,9 @@ def _comm_counter():
 @lru_cache(maxsize=256)
 def run_layout(sizes: tuple, layout: tuple, stage: int) -> Measured:
     """One rank of pipeline stage ``stage`` (data- and tensor-parallel coordinate 0; every
-    size divides evenly, so the others hold the same bytes) of ``layout = (replicate, shard, tp, pp)`` for the model
-    ``sizes = (vocab, width, heads, blocks, seq, batch, micro)``. Cached: it depends on
+    size divides evenly, so the others hold the same bytes) of ``layout = (replicate,
+    shard, tp, pp)`` for the model ``sizes = (vocab, width, heads, blocks, seq, batch,
+    micro)``. Cached: it depends on
     nothing else."""
     with _LOCK, warnings.catch_warnings():
         warnings.simplefilter("ignore")
