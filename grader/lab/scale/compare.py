@@ -43,13 +43,8 @@ class Row:
     ops_tracked: Counter
     ops_general: Counter | None    # None: not comparable (a pipeline's stage alone)
     ops_planner: Counter
-    full_planner: float            # total bytes at the model's whole depth
+    full_planner: float            # each kind at its own peak, added, at the whole depth
     full_tracked: float            # the tracker's peak, depth scaled by the planner
-
-    def ratio(self, kind: str) -> float | None:
-        """The planner's bytes over the tracker's, for one kind (None: neither has any)."""
-        p, t = self.planner.get(kind, 0.0), self.tracked.memory[kind]
-        return p / t if t else (None if not p else float("inf"))
 
 
 def _counter(pairs) -> Counter:
