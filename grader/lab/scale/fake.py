@@ -95,8 +95,9 @@ def capstone_script():
 def _fake_world(ranks: int) -> None:
     """Rank 0 of a fake process group of at least ``ranks`` ranks. One world serves
     every layout: a layout's mesh takes its first ``ranks`` ranks. (A world destroyed
-    and made again would leave DTensor's caches holding meshes whose groups are gone:
-    the fourth layout of a run failed so, "Could not resolve the process group".)"""
+    and made again leaves DTensor's caches holding meshes whose groups are gone: the
+    fourth layout of a run failed so, "Could not resolve the process group";
+    :func:`release` ends a world and clears those caches.)"""
     import torch.distributed as dist
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
@@ -128,8 +129,8 @@ def _propagation_apart():
     shapes under a fake mode: the active one if there is one. The tracker counts what
     runs under the fake mode it was entered in, so it filed those whole-size dry runs
     as this rank's (Adam's update under FSDP x TP: 5.9 GB of "optimizer states" for
-    29 MB). Here DTensor
-    gets a fake mode of its own for them, which the tracker leaves out."""
+    29 MB). Here DTensor gets a fake mode of its own for them, which the tracker
+    leaves out."""
     from torch.distributed.tensor import _sharding_prop
 
     detect = _sharding_prop.detect_fake_mode
@@ -185,9 +186,12 @@ def track(layout: Layout, model: Transformer, blocks: int | None = None,
     its blocks (default: all): forward and backward with Adam's states in memory, and
     with ``update`` Adam's update too (the slowest part to track: DTensor works out the
     sharding of each of its operations on every parameter; its intermediate results
-    are filed as optimizer memory, and the total peaks in the backward, before it). A pipeline's rank runs its stage alone (the first, which
-    holds the most activations): forward on the micro-batches 1F1B keeps in flight there
-    (``min(pp, micro)``), then their backward; the stages' sends are not made."""
+    are filed as optimizer memory, and the total peaks in the backward, before it).
+
+    A pipeline's rank runs its stage alone (the first, which holds the most
+    activations): the forwards of the micro-batches 1F1B keeps in flight there
+    (``min(pp, micro)``, ``micro`` the layout's unless given), then their backwards;
+    the stages' sends are not made."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
@@ -245,7 +249,7 @@ def track(layout: Layout, model: Transformer, blocks: int | None = None,
                 loss = ct.loss_fn(net(x[0]), y[0])
                 loss.backward()
             else:
-                outs = _FirstStage(net)(x)
+                outs = _first_stage(net)(x)
                 for i, out in enumerate(outs):
                     # as PipelineStage runs FSDP: gradients reduced and parameters
                     # freed once, after the last micro-batch's backward
@@ -264,7 +268,7 @@ def track(layout: Layout, model: Transformer, blocks: int | None = None,
                    torch.__version__.split("+")[0])
 
 
-def _FirstStage(net):
+def _first_stage(net):
     """The first stage of a pipeline as 1F1B runs it at its fullest: the forwards of the
     micro-batches in flight, then (the caller) their backwards, the gradient arriving
     from the next stage being ones of the output's shape. A module around the stage,
