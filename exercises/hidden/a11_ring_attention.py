@@ -9,7 +9,8 @@ wrong answer's first hint names the mistake whose output it reproduces.
 Task 1 (6 points): two partials over ordinary keys merge to the attention over both: the
 output (2) and the lse (1); large logits, where exp(lse) overflows float32 (1); rows with
 no key in one part (1) and in both parts (1): lse -inf, output 0, no NaN.
-Task 2 (6 points): equal blocks without a mask (2), uneven blocks (1), a causal mask
+Task 2 (6 points): equal blocks without a mask (2; among them a long sequence, paid only
+within a ring's memory), uneven blocks (1), a causal mask
 (whole future blocks masked) (1), rows with no key at all (1), large logits (1). Task 2
 teaches a process, and the grader watches it before it pays for the output: it calls
 ``ring_attention(q, k_blocks, v_blocks, masks, merge=<the grader's merge>)``, and its merge
@@ -19,11 +20,29 @@ the first, when the first block's partial is the start), each folding in one blo
 partial (a mean of that block's values, right or not) into the previous
 merge's result, and the answer returning the last merge's result. An answer that
 concatenates the blocks and takes one softmax calls no merge and is paid nothing; and a
-wrong task-1 merge no longer costs task 2 its points. Not observed: how much memory a call
-takes (a ring that also builds the whole score matrix on the side is not caught).
+wrong task-1 merge no longer costs task 2 its points.
+
+The memory a call takes is observed too, because a ring exists so that no rank holds the
+whole score matrix: an answer that merges block after block but computes ``q @ (all the
+keys)`` once beside the ring (to check something, for each row's largest score) has the
+right numbers and the right merges. The equal-blocks part has a long sequence
+(:data:`MEMORY_CASE`: 256 queries against 64 blocks of 1,024 keys; the whole score matrix
+64 MB in float32, one block's 1 MB), and its points are paid only when what the call added
+to memory at its peak stays below :func:`memory_bound` (8 blocks' scores with their
+partials, 4 copies of the inputs, 16 MB for the framework's first large operations: 36 MB).
+The peak is measured by trusted code the student's cannot reach
+(:func:`grader.grading.judge.meter.peak_of`): graded, the kernel's own control group, whose
+peak counter the judge opened before it gave up root and resets around the call; the
+kernel's code can neither write it nor leave the group, and a child process it starts is
+counted too. Measured (2026-12-06): honest rings 13 to 25 MB (PyTorch and Paddle, in the
+kernel and in one process), the whole score matrix beside the ring 63 to 76 MB. A graded
+run on a machine without a memory control group does not measure it and says so in the
+feedback. Not caught: memory the notebook took before the call (a buffer made in an
+earlier cell and filled by the call) is not the call's.
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Callable
 
 import numpy as np
@@ -31,10 +50,11 @@ import numpy as np
 from grader.checks.a11_ring_attention import framework_problem, read_pair, to_numpy, to_tensor
 from grader.checks.result import CheckResult
 from grader.checks.support import StudentError, call, result
+from grader.grading.judge.meter import Reading, in_kernel, peak_of
 
 __all__ = ["attention_over_keys", "merge_by_rule", "partial_by_rule", "ring_by_rule",
            "MERGE_MISTAKES", "RING_MISTAKES", "check_merge", "check_ring_attention",
-           "check_all", "recording_merge", "ring_process"]
+           "check_all", "recording_merge", "ring_process", "MEMORY_CASE", "memory_bound"]
 
 RTOL, ATOL = 1e-4, 1e-4
 LARGE_ATOL = 2e-3          # float32 scores of ~1000 carry errors of ~1e-4 each
@@ -293,6 +313,70 @@ RING_CASES = {
 }
 
 
+# A long sequence whose memory is measured (part of "even"): 256 queries against 64 blocks
+# of 1,024 keys. Its whole score matrix is 64 MB (float32), one block's 1 MB; q, k and v
+# take 3.1 MB. Graded (the kernel's control group, read by the judge, 2026-12-06): honest
+# rings took 13 and 21 MB (PyTorch) and 18 MB (Paddle) at their peak; the same rings with
+# the whole score matrix computed once beside them 76 MB in either framework.
+MEMORY_CASE = dict(seed=29, n=256, sizes=(1024,) * 64)
+BLOCKS_OF_ROOM = 8           # the bound: 8 blocks' scores with their partials,
+INPUT_COPIES = 4             # 4 copies of the inputs (they arrive during the call),
+FIRST_USE = 16 * 2**20       # and a framework's first large operations in a process
+
+
+def memory_bound(case: dict, d: int = 8, dv: int = 4) -> dict:
+    """What a call on ``case`` may add to memory at its peak, and why (bytes, float32):
+    ``block``, one block's scores (the largest block) with its partial (o, lse); ``whole``,
+    the whole score matrix; ``inputs``, q and every block's k and v; ``ring``, about what a
+    ring needs (a block's scores and their exponentials twice over, the inputs and the
+    framework's start-up below);
+    ``bound``, what is paid: room for 8 blocks' scores (a block's scores, their
+    exponentials, the temporaries of a softmax and what an allocator keeps of them), 4
+    copies of the inputs (the kernel receives them during the call) and 16 MB for what a
+    framework sets up on its first large operations in a process (its threads; 11 to 13 MB
+    measured with PyTorch). It is well below the whole score matrix (64 blocks here), so an
+    answer that computes that matrix, even once and beside the ring, goes over it."""
+    n, sizes = case["n"], case["sizes"]
+    block = 4 * n * (max(sizes) + dv + 1)
+    inputs = 4 * (n * d + sum(sizes) * (d + dv))
+    return {"block": block, "whole": 4 * n * sum(sizes), "inputs": inputs,
+            "ring": 4 * block + inputs + FIRST_USE,
+            "bound": BLOCKS_OF_ROOM * block + INPUT_COPIES * inputs + FIRST_USE}
+
+
+def _memory_problem(reading: Reading, case: dict) -> str:
+    """'' when the call stayed below the bound (or was not measured), else the hint."""
+    if reading.bytes is None:
+        return ""
+    b = memory_bound(case)
+    if reading.bytes < b["bound"]:
+        return ""
+    mb = lambda x: f"{x / 2**20:.0f} MB"         # noqa: E731
+    held = ("held the whole score matrix" if reading.bytes >= b["whole"] else
+            "held more than one block's scores at a time")
+    return (f"your ring_attention {held}: peak {mb(reading.bytes)} ({reading.how}); the whole "
+            f"score matrix of {case['n']} queries x {sum(case['sizes'])} keys is "
+            f"{mb(b['whole'])}, a ring needs about {mb(b['ring'])} (one block's scores, "
+            f"{mb(b['block'])}, a few times over, the inputs and the framework's start-up) "
+            f"and is paid below {mb(b['bound'])}: compute "
+            "each block's scores, fold its partial in with merge and let them go before the "
+            "next block; never q @ (all the keys)")
+
+
+_WANT: dict = {}
+
+
+def _want(case: dict):
+    """Attention over every key of ``case`` (float64; the long case's computed block by block:
+    its whole score matrix would take 128 MB in float64 here)."""
+    key = repr(sorted(case.items()))
+    if key not in _WANT:
+        drawn = _draw(**case)
+        large = case["n"] * sum(case["sizes"]) > 2**20
+        _WANT[key] = ring_by_rule(*drawn) if large else _full(*drawn)
+    return _WANT[key]
+
+
 def _ring_hint(case: dict, seen, fallback: str) -> str:
     q, ks, vs, masks = _draw(**case)
     for mistake, hint in RING_MISTAKES.items():
@@ -304,9 +388,29 @@ def _ring_hint(case: dict, seen, fallback: str) -> str:
     return fallback
 
 
-def recording_merge(framework: str, calls: list):
+_APART: list = []
+
+
+def _apart():
+    """The check's own thread for the merge's work (one, made once)."""
+    if not _APART:
+        import concurrent.futures
+
+        from grader.lab.core.threads import framework_ready
+
+        _APART.append(concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix="a11-merge", initializer=framework_ready))
+    return _APART[0]
+
+
+def recording_merge(framework: str, calls: list, apart: bool = False):
     """The merge handed to ``ring_attention``: the course's (float64), returned as float32
-    tensors of ``framework``; each call's arguments and result are appended to ``calls``."""
+    tensors of ``framework``; each call's arguments and result are appended to ``calls``.
+    ``apart``: its work is done in a thread of its own (see ``_ring_call``)."""
+    if apart:
+        inner, pool = recording_merge(framework, calls), _apart()
+        return lambda *args: pool.submit(inner, *args).result()
+
     def merge(o1, lse1, o2, lse2):
         args = [to_numpy(a) for a in (o1, lse1, o2, lse2)]
         if any(a.ndim != n for a, n in zip(args, (2, 1, 2, 1))):
@@ -377,9 +481,37 @@ def ring_process(case: dict, calls: list, got) -> str:
     return ""
 
 
+def _ring_call(fn: Callable, framework: str, case: dict, measure: bool = False):
+    """One graded call on ``case``: ``(o, lse)`` read back, what is wrong with its merges
+    ('' for a ring) and what it took in memory (``measure``: by the trusted side,
+    :func:`grader.grading.judge.meter.peak_of`; else not measured)."""
+    q, ks, vs, masks = _draw(**case)
+    args = (to_tensor(framework, q), [to_tensor(framework, k) for k in ks],
+            [to_tensor(framework, v) for v in vs],
+            None if masks is None else [to_tensor(framework, m) for m in masks])
+    calls: list = []
+    # measured in this process (self-study, tests: grader.grading.judge.meter), the merge's
+    # own work runs in a thread of the check's: its arrays then live in that thread's heap
+    # (glibc: an arena per thread), not between the ring's freed blocks, where they made an
+    # honest ring's first call read 81 MB instead of 19 (judged, it runs in the judge)
+    merge = recording_merge(framework, calls, apart=measure and not in_kernel(fn))
+    with (peak_of(fn) if measure else contextlib.nullcontext(Reading())) as reading:
+        out = call(fn, *args, merge=merge)
+    got = read_pair(out, q.shape[0], vs[0].shape[1])
+    return got, ring_process(case, calls, got), reading
+
+
+def _shape(case: dict) -> str:
+    sizes = list(case["sizes"])
+    if len(set(sizes)) == 1 and len(sizes) > 8:
+        return f"{case['n']} queries, {len(sizes)} key blocks of {sizes[0]}"
+    return f"{case['n']} queries, key blocks of {sizes}"
+
+
 def check_ring_attention(fn: Callable, framework: str = "torch") -> CheckResult:
-    """6 points: equal blocks (2), uneven blocks (1), a causal mask (1), rows with no key
-    (1), large logits (1); each paid only where the merges show the ring (module docstring)."""
+    """6 points: equal blocks (2: two short sequences, and a long one whose memory per call
+    the trusted side measures), uneven blocks (1), a causal mask (1), rows with no key (1),
+    large logits (1); each paid only where the merges show the ring (module docstring)."""
     name = "a11: ring_attention folds the blocks in with merge, equal to full attention"
     if (bad := framework_problem(name, 6, framework)) is not None:
         return bad
@@ -387,14 +519,7 @@ def check_ring_attention(fn: Callable, framework: str = "torch") -> CheckResult:
     try:
         for label, cases in RING_CASES.items():
             for i, case in enumerate(cases):
-                q, ks, vs, masks = _draw(**case)
-                calls: list = []
-                out = call(fn, to_tensor(framework, q), [to_tensor(framework, k) for k in ks],
-                           [to_tensor(framework, v) for v in vs],
-                           None if masks is None else [to_tensor(framework, m) for m in masks],
-                           merge=recording_merge(framework, calls))
-                seen[(label, i)] = read_pair(out, q.shape[0], vs[0].shape[1])
-                process[(label, i)] = ring_process(case, calls, seen[(label, i)])
+                seen[(label, i)], process[(label, i)], _ = _ring_call(fn, framework, case)
     except StudentError as e:
         if "keyword argument 'merge'" in str(e):
             return CheckResult(name, 0, 6, str(e), hint="the task's signature is ring_attention("
@@ -412,29 +537,58 @@ def check_ring_attention(fn: Callable, framework: str = "torch") -> CheckResult:
             ("no_key", 1, "rows with no key at all", "a row with no key has lse -inf and "
              "output 0, with no NaN on the way"),
             ("large", 1, "large logits", RING_MISTAKES["no_max"])]
-    parts = []
-    for label, points, what, fallback in spec:
+    parts, unmeasured = [], ""
+
+    def wrong(label, case, got, problem, what, fallback, points):
+        """The part's failure on ``case`` (None: the case is right)."""
         atol = LARGE_ATOL if label == "large" else ATOL
+        if problem:       # the output is paid only for the ring's process
+            return (points, False, f"{what}: the blocks were not folded in with merge one at "
+                    f"a time ({_shape(case)})", "one merge per block, each folding that "
+                    "block's partial into the previous merge's result", "other merge calls",
+                    problem)
+        want = _want(case)
+        if not (_same(got[0], want[0], atol) and _same(got[1], want[1], atol)):
+            return (points, False, f"{what}: not full attention ({_shape(case)})",
+                    f"o {_fmt(want[0])}, lse {_fmt(want[1])}",
+                    f"o {_fmt(got[0])}, lse {_fmt(got[1])}", _ring_hint(case, got, fallback))
+        return None
+
+    for label, points, what, fallback in spec:
         found = None
         for i, case in enumerate(RING_CASES[label]):
-            shape = f"{case['n']} queries, key blocks of {list(case['sizes'])}"
-            if process[(label, i)]:       # the output is paid only for the ring's process
-                found = (points, False, f"{what}: the blocks were not folded in with merge "
-                         f"one at a time ({shape})", "one merge per block, each folding that "
-                         "block's partial into the previous merge's result",
-                         "other merge calls", process[(label, i)])
+            found = wrong(label, case, seen[(label, i)], process[(label, i)], what, fallback,
+                          points)
+            if found:
                 break
-            want, got = _full(*_draw(**case)), seen[(label, i)]
-            if not (_same(got[0], want[0], atol) and _same(got[1], want[1], atol)):
-                found = (points, False, f"{what}: not full attention ({shape})",
-                         f"o {_fmt(want[0])}, lse {_fmt(want[1])}",
-                         f"o {_fmt(got[0])}, lse {_fmt(got[1])}",
-                         _ring_hint(case, got, fallback))
-                break
+        if found is None and label == "even":
+            # the long sequence, last: measured only where the short ones were right
+            try:
+                got, problem, reading = _ring_call(fn, framework, MEMORY_CASE, measure=True)
+            except StudentError as e:
+                got, problem, reading = None, str(e), Reading()
+            except (TypeError, ValueError) as e:
+                got, problem, reading = None, f"not a pair (o, lse) of the right shapes: {e}", \
+                    Reading()
+            if got is None:
+                found = (points, False, f"{what}: a long sequence ({_shape(MEMORY_CASE)}) "
+                         "failed", "o, lse", problem, "run your ring_attention on 64 blocks "
+                         "of 1,024 keys in your notebook")
+            else:
+                found = wrong(label, MEMORY_CASE, got, problem, what, fallback, points)
+            if found is None and (memory := _memory_problem(reading, MEMORY_CASE)):
+                b = memory_bound(MEMORY_CASE)
+                found = (points, False, f"{what}: a long sequence ({_shape(MEMORY_CASE)}) "
+                         "took more memory than a ring needs",
+                         f"below {b['bound'] / 2**20:.0f} MB at the peak of the call",
+                         f"{reading.bytes / 2**20:.0f} MB", memory)
+            if reading.bytes is None:
+                unmeasured = f" (memory per call {reading.how})"
         parts.append(found or (points, True, "", "", "", ""))
     return result(name, 6, parts, "blocks folded in with merge one at a time, equal to full "
                                   "attention on equal and uneven blocks, causal and fully "
-                                  "masked rows, large logits")
+                                  "masked rows, large logits; a long sequence within a "
+                                  "ring's memory" + unmeasured)
 
 
 def check_all(merge_fn: Callable, ring_fn: Callable, framework: str = "torch"):

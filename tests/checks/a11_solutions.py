@@ -225,6 +225,28 @@ def ring_attention(q, k_blocks, v_blocks, masks=None, merge=merge):
     return p @ v, lse
 '''
 
+# issue 37.2: a ring that merges block after block, as asked, but computes the whole score
+# matrix once beside it (here for each row's largest score, never used): right numbers and
+# the merges a ring makes, and the memory the ring exists to avoid
+RING_WHOLE_SCORES = '''
+def ring_attention(q, k_blocks, v_blocks, masks=None, merge=merge):
+    top = (q @ torch.cat(list(k_blocks)).T).max(dim=1).values   # every score at once
+    o = lse = None
+    for i, (k, v) in enumerate(zip(k_blocks, v_blocks)):
+        s = torch.matmul(q, k.transpose(0, 1)) * q.shape[-1] ** -0.5
+        if masks is not None:
+            s = torch.where(masks[i], s, torch.tensor(float("-inf")))
+        p = torch.softmax(s, dim=-1).nan_to_num(0.0)
+        part = (p @ v, torch.logsumexp(s, dim=-1))
+        o, lse = part if o is None else merge(o, lse, *part)
+    return o, lse
+'''
+
+RING_PADDLE_WHOLE_SCORES = RING_PADDLE.replace(
+    "    n, d = q.shape\n",
+    "    n, d = q.shape\n"
+    "    top = paddle.matmul(q, paddle.concat(list(k_blocks)), transpose_y=True).max(axis=1)\n")
+
 # (answers, merge points, ring points, words in the first hint)
 WRONG = {
     # a wrong merge costs task 1 only: ring_attention is graded with the grader's merge
@@ -234,6 +256,8 @@ WRONG = {
     "merge_lse_max": ({"merge": MERGE_LSE_MAX}, 3, 6, "not the larger of the two"),
     "ring_concatenated": ({"ring_attention": RING_CONCAT}, 6, 0, "called merge 0 times"),
     "ring_flash_without_merge": ({"ring_attention": RING_FLASH}, 6, 0, "called merge 0 times"),
+    "ring_whole_score_matrix": ({"ring_attention": RING_WHOLE_SCORES}, 6, 4,
+                                "held the whole score matrix"),
     "ring_no_scale": ({"ring_attention": RING_NO_SCALE}, 6, 0, "1/sqrt(d)"),
     "ring_ignore_mask": ({"ring_attention": RING_IGNORE_MASK}, 6, 4, "set their scores to -inf"),
     "ring_mask_zero": ({"ring_attention": RING_MASK_ZERO}, 6, 4, "not 0"),

@@ -161,3 +161,24 @@ def test_every_correct_answer_passes_the_public_checks(name):
     fw = ns["FRAMEWORK"]
     assert public.public_merge(ns["merge"], fw).passed
     assert public.public_ring_attention(ns["ring_attention"], fw).passed
+
+
+def test_a_paddle_ring_that_computes_the_whole_score_matrix_loses_the_long_sequences_points():
+    """Issue 37.2 in Paddle (PyTorch's: ``ring_whole_score_matrix`` above): merges as asked,
+    right numbers, and the whole score matrix beside them: the equal-blocks part's 2 points
+    go, with the peak the trusted side measured and the bound; the honest Paddle ring keeps
+    them (``paddle_by_hand``)."""
+    answers = {"merge": solutions.MERGE_PADDLE,
+               "ring_attention": solutions.RING_PADDLE_WHOLE_SCORES}
+    ns = namespace(A, answers)
+    r = a11.check_ring_attention(ns["ring_attention"], "paddle")
+    assert r.points == 4, r.text()
+    assert "held the whole score matrix" in r.hint and "64 MB" in r.hint, r.text()
+
+
+def test_the_long_sequence_separates_a_ring_from_the_whole_score_matrix():
+    """The bound sits between what a ring needs and the whole matrix, with room both ways:
+    8 blocks' scores above the ring's estimate, 40 % below the whole matrix."""
+    b = a11.memory_bound(a11.MEMORY_CASE)
+    assert b["whole"] == 64 * 2**20 and b["block"] < 1.1 * 2**20
+    assert b["ring"] + 8 * b["block"] <= b["bound"] < 0.6 * b["whole"]

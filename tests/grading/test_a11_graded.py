@@ -8,7 +8,10 @@ call; this shows that the handle crosses and that the points follow the merges i
   merge, so only task 1 loses: 4 + 6;
 - ``eve`` (made here): the reference merge, and a ring_attention that concatenates the
   blocks into one softmax (issue 37.2): right numbers, no merge called: 6 + 0, the cell's
-  feedback naming it.
+  feedback naming it;
+- ``mallory`` (made here): the reference merge, and a ring that merges block after block but
+  computes the whole score matrix once beside it (issue 37.2): the kernel's control group,
+  read by the judge, shows the call's peak: 6 + 4, the cell's feedback naming the peak.
 
 Needs root and bubblewrap (skipped without them, failed when ``CI`` is set)."""
 from __future__ import annotations
@@ -37,7 +40,9 @@ def graded():
 
     eve = graded_course.sample("bob", A, {"merge": sol.MERGE_LOGADDEXP.strip("\n"),
                                          "ring_attention": sol.RING_CONCAT.strip("\n")})
-    course = graded_course.make(A, ("alice", "bob"), {"eve": eve})
+    mallory = graded_course.sample("bob", A, {"merge": sol.MERGE_LOGADDEXP.strip("\n"),
+                                             "ring_attention": sol.RING_WHOLE_SCORES.strip("\n")})
+    course = graded_course.make(A, ("alice", "bob"), {"eve": eve, "mallory": mallory})
     run = grade_course(course, cell_timeout=120, notebook_timeout=600, memory_gb=4.0,
                        workers=1, verbose=False)
     yield course, {o.student: o for o in run.outcomes}
@@ -45,7 +50,7 @@ def graded():
 
 
 @pytest.mark.parametrize("student, merge_points, ring_points",
-                         [("alice", 6, 6), ("bob", 4, 6), ("eve", 6, 0)])
+                         [("alice", 6, 6), ("bob", 4, 6), ("eve", 6, 0), ("mallory", 6, 4)])
 def test_the_ring_is_paid_only_for_the_merges_the_grader_saw(graded, student, merge_points,
                                                               ring_points):
     course, outcomes = graded
@@ -55,3 +60,6 @@ def test_the_ring_is_paid_only_for_the_merges_the_grader_saw(graded, student, me
         (o, _outputs(course, student, "test_ring"))
     if student == "eve":
         assert "called merge 0 times" in _outputs(course, student, "test_ring")
+    if student == "mallory":
+        text = _outputs(course, student, "test_ring")
+        assert "held the whole score matrix" in text and "the kernel's control group" in text, text

@@ -21,6 +21,10 @@ student's code runs decides who can measure it:
   process's peak resident memory (``VmHWM``, reset through ``/proc/self/clear_refs``). The
   student's code runs in the measuring process, so it could change the reading; nothing is
   graded for credit this way (self-study and the tests, where the answers are the course's).
+  What the measuring code itself allocates during the call shares the heap with the
+  student's: a check's merge records, between a ring's freed blocks, made an honest ring's
+  first call in a process read 81 MB instead of 19; a check that measures here does its own
+  work during the call in a thread of its own (glibc gives each thread its own heap).
 - **Anywhere else** (judged without a sandbox or without a memory control group): not
   measured; :class:`Reading` says so and the check decides (a11 pays on the rest and says
   that memory was not measured).
@@ -36,7 +40,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-__all__ = ["Reading", "peak_of", "open_kernel_group", "KernelGroup", "KERNEL_GROUP_PREFIX"]
+__all__ = ["Reading", "peak_of", "in_kernel", "open_kernel_group", "KernelGroup",
+           "KERNEL_GROUP_PREFIX"]
 
 KERNEL_GROUP_PREFIX = "course-grading-"     # the launcher's name for a kernel's group
 
@@ -133,7 +138,8 @@ def _self_start() -> int | None:
         return None
 
 
-def _in_kernel(fn: Callable) -> bool:
+def in_kernel(fn: Callable) -> bool:
+    """Whether ``fn`` runs in the student's kernel (a judge's handle on a kernel function)."""
     from .proxies import KernelObject
 
     return isinstance(fn, KernelObject)
@@ -144,7 +150,7 @@ def peak_of(fn: Callable) -> Iterator[Reading]:
     """Measure what calling ``fn`` inside the ``with`` block adds at its peak; the
     :class:`Reading` is filled in when the block ends (also when it raises)."""
     reading = Reading()
-    if _in_kernel(fn):
+    if in_kernel(fn):
         meter = _KERNEL
         try:
             start = meter.start() if meter is not None else None

@@ -60,7 +60,7 @@ def test_the_judge_reads_the_kernels_group_a_child_process_included(monkeypatch)
 
         run(96)                             # before the measured calls: not theirs
         assert meter.open_kernel_group() is not None
-        monkeypatch.setattr(meter, "_in_kernel", lambda fn: True)
+        monkeypatch.setattr(meter, "in_kernel", lambda fn: True)
         with meter.peak_of(run) as big:
             run(64)
         with meter.peak_of(run) as small:
@@ -84,7 +84,7 @@ def test_the_judge_reads_the_kernels_group_a_child_process_included(monkeypatch)
 
 def test_a_kernel_function_without_a_group_is_not_measured(monkeypatch):
     monkeypatch.setattr(meter, "_KERNEL", None)
-    monkeypatch.setattr(meter, "_in_kernel", lambda fn: True)
+    monkeypatch.setattr(meter, "in_kernel", lambda fn: True)
     with meter.peak_of(print) as r:
         pass
     assert r.bytes is None and r.how.startswith("not measured"), r
