@@ -60,3 +60,13 @@ def test_at_the_whole_depth_the_planner_holds_each_kind_within_the_tolerance(tex
     planned = composed.memory_terms(scale.LLAMA3_8B, layout)
     for kind, size in tracked.memory.items():
         assert size == pytest.approx(planned[kind], rel=scale.TOLERANCE), kind
+
+
+def test_the_tracker_alone_refuses_a_stage_called_once_per_micro_batch(monkeypatch):
+    # what the page says of FSDPMemTracker and pipelines: called for each micro-batch
+    # without the module around it, the stage reads as a new step, which it refuses
+    from grader.lab.scale import fake
+
+    monkeypatch.setattr(fake, "_first_stage", lambda net: lambda xs: [net(x) for x in xs])
+    with pytest.raises(NotImplementedError, match="multiple iterative calls"):
+        track(Layout.parse("1x32x8x2"), scale.LLAMA3_8B, blocks=2)
