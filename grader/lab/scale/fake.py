@@ -108,6 +108,11 @@ def _fake_world(ranks: int) -> None:
                            f"({dist.get_backend()}, {dist.get_world_size()} ranks): "
                            f"track() needs a fake one of at least {ranks} ranks; "
                            f"call it in a fresh process")
+    # an earlier world of this process (another module's) may have left DTensor's
+    # caches holding its meshes: they go with it
+    from torch.distributed.tensor.debug import _clear_sharding_prop_cache
+
+    _clear_sharding_prop_cache()
     dist.init_process_group("fake", rank=0, world_size=max(ranks, MAX_RANKS),
                             store=FakeStore())
 
