@@ -113,6 +113,8 @@ def _code_of(fn) -> str | None:
         node = ast.parse(textwrap.dedent(inspect.getsource(fn))).body[0]
     except (OSError, TypeError, SyntaxError, IndexError):
         return None
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None     # a lambda made by a factory: its source is the factory's line
     body = node.body[1:] if ast.get_docstring(node) else node.body
     text = ast.dump(ast.Module(body=body, type_ignores=[]))
     return text if len(text) > 600 else None
