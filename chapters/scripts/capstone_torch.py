@@ -31,7 +31,8 @@ writes into tmp-step-N and only the rename to step-N, once every rank has writte
 makes it complete. "--kill-at S" kills a rank at step S of a run started from step 0,
 after its share of step S's checkpoint is written and before the checkpoint is
 committed. (Without TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1, torchrun 2.13 keeps one store
-for every attempt, and the restarted ranks here failed to connect their gloo group.)
+for every attempt, and here the restarted ranks' gloo group failed to connect in 5 of 8
+tries.)
 """
 import argparse
 import contextlib
