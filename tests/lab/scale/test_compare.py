@@ -11,9 +11,9 @@ from grader.lab.planner.composed import Layout
 from grader.lab.scale import compare as scale
 from grader.lab.scale import release
 
-# one layout of each kind the page shows: FSDP alone (64 ranks), HSDP x TP and
+# the page's layouts: FSDP alone and DP x TP (64 ranks), FSDP x TP, HSDP x TP and
 # FSDP x TP x PP (512 ranks)
-LAYOUTS = ("1x64x1x1", "8x8x8x1", "1x32x8x2")
+LAYOUTS = scale.LAYOUTS
 
 
 @pytest.fixture(scope="module")
