@@ -16,7 +16,10 @@ student's code runs decides who can measure it:
   now, calls, and reads the peak. What the kernel's code does cannot lower that reading: it
   cannot write the counter, nor leave the group, and a child process it starts is counted
   too. (On v2 the reset is per descriptor, Linux 6.12 or later; an older v2 kernel cannot
-  reset it, and the reading is then "not measured".)
+  reset it, and the reading is then "not measured".) The descriptor is the one thing of the
+  kernel's group the judge can write, and all it does is reset that peak: on v2 for this
+  descriptor's reads only; on v1 for everyone, where the launcher's verdict on a memory kill
+  (:meth:`~grader.grading.sandbox.bounds.Box.reached_limit`) also reads the failure count.
 - **In this process** (a plain callable: a student's own notebook, the course's tests): this
   process's peak resident memory (``VmHWM``, reset through ``/proc/self/clear_refs``). The
   student's code runs in the measuring process, so it could change the reading; nothing is
