@@ -182,3 +182,20 @@ def test_the_long_sequence_separates_a_ring_from_the_whole_score_matrix():
     b = a11.memory_bound(a11.MEMORY_CASE)
     assert b["whole"] == 64 * 2**20 and b["block"] < 1.1 * 2**20
     assert b["ring"] + 8 * b["block"] <= b["bound"] < 0.6 * b["whole"]
+
+
+def test_where_memory_is_not_measured_the_ring_is_paid_and_the_feedback_says_so(monkeypatch):
+    """Graded on a machine that gives the kernel no memory control group, the whole-matrix
+    answer cannot be told from a ring by its memory: it is paid on the rest, and the message
+    says that memory per call was not measured (GRADING.md, a11's row)."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def unmeasured(fn):
+        yield a11.Reading(None, "not measured: this grading machine gives the kernel no "
+                                "memory control group")
+
+    monkeypatch.setattr(a11, "peak_of", unmeasured)
+    ns = namespace(A, {"ring_attention": solutions.RING_WHOLE_SCORES})
+    r = a11.check_ring_attention(ns["ring_attention"])
+    assert r.points == 6 and "memory per call not measured" in r.message, r.text()
