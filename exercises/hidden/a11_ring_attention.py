@@ -501,7 +501,7 @@ def _ring_call(fn: Callable, framework: str, case: dict, measure: bool = False):
     return got, ring_process(case, calls, got), reading
 
 
-def _shape(case: dict) -> str:
+def _case_sizes(case: dict) -> str:
     sizes = list(case["sizes"])
     if len(set(sizes)) == 1 and len(sizes) > 8:
         return f"{case['n']} queries, {len(sizes)} key blocks of {sizes[0]}"
@@ -544,12 +544,12 @@ def check_ring_attention(fn: Callable, framework: str = "torch") -> CheckResult:
         atol = LARGE_ATOL if label == "large" else ATOL
         if problem:       # the output is paid only for the ring's process
             return (points, False, f"{what}: the blocks were not folded in with merge one at "
-                    f"a time ({_shape(case)})", "one merge per block, each folding that "
+                    f"a time ({_case_sizes(case)})", "one merge per block, each folding that "
                     "block's partial into the previous merge's result", "other merge calls",
                     problem)
         want = _want(case)
         if not (_same(got[0], want[0], atol) and _same(got[1], want[1], atol)):
-            return (points, False, f"{what}: not full attention ({_shape(case)})",
+            return (points, False, f"{what}: not full attention ({_case_sizes(case)})",
                     f"o {_fmt(want[0])}, lse {_fmt(want[1])}",
                     f"o {_fmt(got[0])}, lse {_fmt(got[1])}", _ring_hint(case, got, fallback))
         return None
@@ -571,14 +571,14 @@ def check_ring_attention(fn: Callable, framework: str = "torch") -> CheckResult:
                 got, problem, reading = None, f"not a pair (o, lse) of the right shapes: {e}", \
                     Reading()
             if got is None:
-                found = (points, False, f"{what}: a long sequence ({_shape(MEMORY_CASE)}) "
+                found = (points, False, f"{what}: a long sequence ({_case_sizes(MEMORY_CASE)}) "
                          "failed", "o, lse", problem, "run your ring_attention on 64 blocks "
                          "of 1,024 keys in your notebook")
             else:
                 found = wrong(label, MEMORY_CASE, got, problem, what, fallback, points)
             if found is None and (memory := _memory_problem(reading, MEMORY_CASE)):
                 b = memory_bound(MEMORY_CASE)
-                found = (points, False, f"{what}: a long sequence ({_shape(MEMORY_CASE)}) "
+                found = (points, False, f"{what}: a long sequence ({_case_sizes(MEMORY_CASE)}) "
                          "took more memory than a ring needs",
                          f"below {b['bound'] / 2**20:.0f} MB at the peak of the call",
                          f"{reading.bytes / 2**20:.0f} MB", memory)
