@@ -352,8 +352,9 @@ def _memory_problem(reading: Reading, case: dict) -> str:
     if reading.bytes < b["bound"]:
         return ""
     mb = lambda x: f"{x / 2**20:.0f} MB"         # noqa: E731
-    held = ("held the whole score matrix" if reading.bytes >= b["whole"] else
-            "held more than one block's scores at a time")
+    # one wording for any peak over the bound: a peak near the whole matrix may read a few
+    # MB either side of it (what the allocator reuses), and the hint must not depend on that
+    held = "held more than one block's scores at a time"
     return (f"your ring_attention {held}: peak {mb(reading.bytes)} ({reading.how}); the whole "
             f"score matrix of {case['n']} queries x {sum(case['sizes'])} keys is "
             f"{mb(b['whole'])}, a ring needs about {mb(b['ring'])} (one block's scores, "

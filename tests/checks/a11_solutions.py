@@ -257,7 +257,7 @@ WRONG = {
     "ring_concatenated": ({"ring_attention": RING_CONCAT}, 6, 0, "called merge 0 times"),
     "ring_flash_without_merge": ({"ring_attention": RING_FLASH}, 6, 0, "called merge 0 times"),
     "ring_whole_score_matrix": ({"ring_attention": RING_WHOLE_SCORES}, 6, 4,
-                                "held the whole score matrix"),
+                                "more than one block's scores"),
     "ring_no_scale": ({"ring_attention": RING_NO_SCALE}, 6, 0, "1/sqrt(d)"),
     "ring_ignore_mask": ({"ring_attention": RING_IGNORE_MASK}, 6, 4, "set their scores to -inf"),
     "ring_mask_zero": ({"ring_attention": RING_MASK_ZERO}, 6, 4, "not 0"),
