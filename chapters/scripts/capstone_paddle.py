@@ -13,6 +13,12 @@ in float32, next to one process training the whole model; "--control" trains one
 layout whose loss is divided by the data-parallel ranks before Paddle averages the
 gradients over them: the gradients averaged twice.
 
+What a step costs, per layout: the collectives each rank ran in its second step, counted
+from Paddle's own log of its reshard functions (through which dist.parallelize and a
+DTensor's reshard run every collective on CPU), the bytes of the rank's shares of the
+weights and gradients (a DTensor's local value) and, in its third step, the bytes the
+process wrote (Linux's /proc/self/io: gloo's sockets among them).
+
 The training state (the weights, the schedule's position, the data's position) is
 checkpointed with dist.save_state_dict and loaded with dist.load_state_dict:
 "--ckpt-dir DIR" saves each layout every "--save-every" steps into DIR/<layout>/step-N
@@ -32,19 +38,32 @@ etcd master; without one, rerun the launch, and the run goes on from its checkpo
     done
 """
 import argparse
+import contextlib
 import json
 import os
+import re
 import shutil
 import signal
+import sys
+import tempfile
 import textwrap
 import time
+import traceback
+from collections import Counter
 from pathlib import Path
 
-import numpy as np
-import paddle
-import paddle.distributed as dist
-import paddle.nn.functional as F
-from paddle import nn
+# Paddle's reshard functions log each communication they run ("Call `AllReduce` in
+# Resharding on CPU") at glog's level 4; their log is read once, when Paddle loads, and
+# switched on only for the step that is counted (see Comm)
+RESHARDS = ["s_to_r", "p_to_r", "r_to_s", "s_to_s", "p_to_s", "r_to_p", "s_to_p"]
+os.environ["GLOG_vmodule"] = ",".join(f"{f}_reshard_function=4" for f in RESHARDS)
+os.environ["GLOG_minloglevel"] = "0"
+
+import numpy as np  # noqa: E402
+import paddle  # noqa: E402
+import paddle.distributed as dist  # noqa: E402
+import paddle.nn.functional as F  # noqa: E402
+from paddle import nn  # noqa: E402
 
 VOCAB, WIDTH, HEADS, BLOCKS, SEQ = 64, 32, 4, 2, 16   # sizes of the model
 BATCH, STEPS, LR = 8, 8, 0.5        # sequences per step, steps, SGD's first rate
@@ -216,6 +235,62 @@ def load(path: Path, model, sched, layout: str) -> dict:
             "load_s": time.perf_counter() - start}
 
 
+# ---------------------------------------------------------------- what a step costs
+COLLECTIVES = {"AllGather": "all_gather", "AllReduce": "all_reduce",
+               "ReduceScatter": "reduce_scatter", "AllToAll": "all_to_all"}
+CALL = re.compile(r"_reshard_function\.cc:\d+\] Call `(\w+)` in Resharding")
+
+
+def vlog(level: int) -> None:
+    paddle.base.core.set_vlog_level({f"{f}_reshard_function": level for f in RESHARDS})
+
+
+class Comm:
+    """The communication this rank's reshard functions ran inside the block, from
+    Paddle's own log of them: every collective of dist.parallelize and of a DTensor's
+    reshard on CPU goes through one. The log is switched on for the block only, and
+    glog's lines (written to file descriptor 2) are read back from a temporary file;
+    the lines that are not calls go on to stderr. Also the bytes this process wrote
+    (Linux's /proc/self/io "wchar": its sockets, where gloo sends; and the log) in the
+    block."""
+
+    def __enter__(self):
+        sys.stderr.flush()
+        self.file, self.saved = tempfile.TemporaryFile(), os.dup(2)
+        os.dup2(self.file.fileno(), 2)
+        vlog(4)
+        return self
+
+    def __exit__(self, *args):
+        vlog(0)
+        os.dup2(self.saved, 2)
+        os.close(self.saved)
+        self.file.seek(0)
+        lines = self.file.read().decode(errors="replace").splitlines()
+        self.file.close()
+        calls = [m.group(1) for line in lines for m in [CALL.search(line)] if m]
+        self.ops = dict(Counter(COLLECTIVES[c] for c in calls if c in COLLECTIVES))
+        self.local = dict(Counter(c for c in calls if c not in COLLECTIVES))
+        rest = [line for line in lines if "_reshard_function.cc:" not in line]
+        if rest:
+            print("\n".join(rest), file=sys.stderr, flush=True)
+
+
+def written() -> int | None:
+    """Bytes this process has written (sockets included), or None off Linux."""
+    try:
+        text = Path("/proc/self/io").read_text()
+    except OSError:
+        return None
+    return int(re.search(r"wchar: (\d+)", text).group(1))
+
+
+def local_bytes(tensors) -> int:
+    """Bytes of this rank's share of ``tensors`` (a DTensor's local shard)."""
+    return sum(int(v._local_value().numel()) * v.element_size() if v.is_dist()
+               else int(v.numel()) * v.element_size() for v in tensors)
+
+
 def tp_plan() -> dict:
     """Megatron's split of every block, by the layers' names."""
     plan = {}
@@ -256,19 +331,37 @@ def train(layout: str, control: bool = False, sharding: int = 0,
         Path(ckpt).mkdir(parents=True, exist_ok=True)
         log = open(Path(ckpt) / "losses.txt", "a")
     losses, rates, times, saves = [], [], [], []
+    comm, memory, sent = {}, {}, None
     for step in range(begin, STEPS):
         # the batch split along "dp", whole along "mp"
         x, y = (dist.shard_tensor(v, mesh, [dist.Shard(0), dist.Replicate()])
                 for v in (batch_as_views if views else batch)(step))
         rates.append(sched.get_lr())
         barrier()
+        # the second step (the first builds caches) counts its communication; the
+        # third, not logging, the bytes written
+        counted = step == begin + 1 and r * t > 1
+        before = written() if step == begin + 2 else None
         start = time.perf_counter()
-        loss = loss_fn(model(x), y)
-        (loss / r if control else loss).backward()   # the control: averaged twice
-        opt.step()
-        opt.clear_grad()
-        sched.step()
+        with Comm() if counted else contextlib.nullcontext() as seen:
+            loss = loss_fn(model(x), y)
+            (loss / r if control else loss).backward()   # the control: averaged twice
+            if counted:          # this rank's shares, the gradients before the update
+                memory = {"tensors": len(model.parameters()),
+                          "params": local_bytes(model.parameters()),
+                          "grads": local_bytes(q.grad for q in model.parameters()
+                                               if q.grad is not None),
+                          "optimizer": local_bytes(
+                              v for v in opt.state_dict().values()
+                              if isinstance(v, paddle.Tensor))}
+            opt.step()
+            opt.clear_grad()
+            sched.step()
         times.append(time.perf_counter() - start)
+        if counted:
+            comm = {"ops": seen.ops, "local": seen.local}
+        if before is not None and written() is not None:
+            sent = written() - before
         losses.append(float(loss))
         if log:
             print(step, repr(losses[-1]), file=log, flush=True)
@@ -284,7 +377,8 @@ def train(layout: str, control: bool = False, sharding: int = 0,
     return {"layout": layout, "replicate": r, "shard": s, "tp": t, "pp": p,
             "control": control, "views": views, "start": begin, "losses": losses,
             "lr": rates, "step_s": times, "resumed": loaded, "skipped": skipped,
-            "save_s": saves}
+            "save_s": saves, "collectives": comm, "bytes_written": sent,
+            "memory": memory}
 
 
 def alone() -> list[float]:
@@ -324,10 +418,16 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     paddle.set_device("cpu")
+    vlog(0)                # the reshard log: off until a step is counted
     dist.init_parallel_env()
     rank, world = dist.get_rank(), dist.get_world_size()
     ref = alone() if rank == 0 else None       # rank 0 compares
     notes = []
+    try:         # a rank's peak memory, where Paddle's allocator keeps it
+        allocator = f"max_memory_allocated: {paddle.device.max_memory_allocated()}"
+    except Exception as e:
+        allocator = (f"paddle.device.max_memory_allocated(): {type(e).__name__}: "
+                     f"{str(e).strip().splitlines()[0].split('. ')[0][:120]}")
     if args.try_sharding:
         try:
             train(f"{world}x1x1x1", sharding=1)
@@ -383,11 +483,25 @@ def main() -> None:
         if args.out:
             with open(args.out, "w") as f:
                 json.dump({"world": world, "reference": ref, "runs": runs,
-                           "notes": notes,
+                           "notes": notes, "allocator": allocator,
                            "sizes": {"vocab": VOCAB, "width": WIDTH, "heads": HEADS,
                                      "blocks": BLOCKS, "seq": SEQ, "batch": BATCH,
                                      "steps": STEPS, "lr": LR, "micro": 1}}, f)
 
 
 if __name__ == "__main__":
-    main()
+    # With the reshard log on, Paddle 3.3 corrupts its heap while the interpreter shuts
+    # down ("corrupted size vs. prev_size") and the rank hangs: leave without teardown.
+    status = 0
+    try:
+        main()
+    except SystemExit as e:                   # as Python itself would end
+        status = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+        if isinstance(e.code, str):
+            print(e.code, file=sys.stderr)
+    except BaseException:
+        traceback.print_exc()
+        status = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)

@@ -8,7 +8,8 @@ the runs resumed from a checkpoint against the runs that saved it.
 The page imports: load, parity, parity_words, loss_figure, RECORD_16, read_record,
 record_words, layout_rows, layout_table, flops_per_token, flops_words,
 throughput_table, memory_rows, memory_table, memory_words, counts_words,
-count_gaps, momentum_seen, momentum_words, resumes, resume_table, resume_words,
+count_gaps, momentum_seen, momentum_words, paddle_cost_table, paddle_comm_words,
+resumes, resume_table, resume_words,
 save_times, elastic_lines, RECORD_ELASTIC, RECORD_PADDLE_ELASTIC, RECORD_RESHARD.
 """
 from .parity import (TOLERANCE, ParityRow, drifts, load, loss_figure, parity,
@@ -19,13 +20,15 @@ from .resume import (ResumeRow, elastic_lines, resume_table, resume_words, resum
                      save_times)
 from .tables import (count_gaps, counts_words, flops_per_token, flops_words, layout_rows,
                      layout_table, memory_rows, memory_table, memory_words, momentum_seen,
-                     momentum_words, throughput_table)
+                     momentum_words, paddle_comm_words, paddle_cost_table,
+                     throughput_table)
 
 __all__ = ["TOLERANCE", "ParityRow", "load", "parity", "parity_words", "worst_relative",
            "drifts",
            "loss_figure", "RECORD_16", "read_record", "record_words", "script_digest",
            "write_record", "layout_rows", "layout_table", "flops_per_token", "flops_words",
            "throughput_table", "memory_rows", "memory_table", "memory_words", "count_gaps",
-           "counts_words", "momentum_seen", "momentum_words", "RECORD_ELASTIC",
+           "counts_words", "momentum_seen", "momentum_words", "paddle_cost_table",
+           "paddle_comm_words", "RECORD_ELASTIC",
            "RECORD_PADDLE_ELASTIC", "RECORD_RESHARD",
            "ResumeRow", "elastic_lines", "resumes", "resume_table", "resume_words", "save_times"]

@@ -234,3 +234,55 @@ def momentum_words(rows: list[dict], seen: tuple[int, int]) -> str:
                   "momentum only if it existed when the optimizer was registered, so "
                   "the measured peaks leave it out")
     return words
+
+
+def paddle_cost_table(record: dict) -> str:
+    """Per layout of the Paddle script (not the resumed runs): the median step after
+    the first, rank 0's collectives in its second step (from Paddle's log of its
+    reshard functions), the bytes its process wrote in the third, and its shares of the
+    weights, gradients and optimizer state."""
+    kib, lines = 1024, []
+    for run in (r for r in record["runs"] if not r["resumed"]):
+        steps = sorted(run["step_s"][1:])
+        tag = " (control)" if run["control"] else " (views)" if run.get("views") else ""
+        lines.append(f"{run['layout']}{tag}: {1e3 * steps[len(steps) // 2]:.0f} ms per "
+                     f"step, {run['wall_s']:.1f} s for the layout")
+        comm, mem = run.get("collectives"), run.get("memory")
+        if comm is None and mem is None:       # a record of an earlier script
+            lines.append("    (no cost was recorded)")
+            continue
+        wrote = run.get("bytes_written")
+        lines.append("    collectives: " + (_ops(Counter(comm["ops"])) if comm else
+                                            "none (one rank)") +
+                     (f"; wrote {wrote / kib:.0f} KiB in a step" if wrote is not None
+                      else ""))
+        if mem:
+            lines.append(f"    rank 0's shares: params {mem['params'] / kib:.0f} KiB, "
+                         f"grads {mem['grads'] / kib:.0f} KiB, optimizer "
+                         f"{mem['optimizer'] / kib:.0f} KiB")
+    return "\n".join(lines)
+
+
+def paddle_comm_words(record: dict) -> str:
+    """The check the page makes of Paddle's count where the collectives are known: a
+    replicate-only layout all-reduces each parameter's gradient once; a layout with
+    both axes, its gradients' all-reduces and as many more as a tensor-only layout's
+    step ran (each number as recorded, the comparison computed)."""
+    runs = {r["layout"]: r for r in record["runs"]
+            if not r["resumed"] and not r["control"] and not r.get("views")
+            and r.get("collectives") and (r.get("memory") or {}).get("tensors")}
+    tp_only = next((lay for lay, r in runs.items() if r["replicate"] == 1
+                    and r["tp"] > 1), None)
+    words = []
+    for lay, run in runs.items():
+        n, tensors = run["collectives"]["ops"].get("all_reduce", 0), \
+            run["memory"]["tensors"]
+        if run["tp"] == 1:
+            words.append(f"{lay} ran {n} all-reduces for its {tensors} parameter tensors"
+                         + (", one per gradient" if n == tensors else ""))
+        elif run["replicate"] > 1 and tp_only:
+            a = runs[tp_only]["collectives"]["ops"].get("all_reduce", 0)
+            words.append(f"{lay} ran {n}: {tensors} for the gradients and "
+                         f"{n - tensors} more, {'as many as' if n - tensors == a else 'not'}"
+                         f" the {a} of {tp_only}")
+    return "; ".join(words) or "no layout's collectives were recorded"

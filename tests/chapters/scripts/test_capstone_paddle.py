@@ -79,6 +79,35 @@ def test_sharding_does_not_run_on_cpu_ranks_as_the_page_says(four):
     assert note.startswith("sharding_level 1: ") and "ran" not in note.split(": ", 1)[1]
 
 
+def test_each_step_counts_paddles_own_collectives_and_the_ranks_shares(four, four_dir):
+    """What the page shows and checks of a step's cost: Paddle's log of its reshard
+    functions, read for the second step, sees one all-reduce per gradient in the
+    data-parallel layout (the known count: a gradient missed would break the loss
+    parity above), the tensor layout's all-reduces beside them in 2x1x2x1, and one
+    more in the control (its division); the ranks' shares shrink with the tensor
+    degree; the glog lines do not reach the rank's log (switched on for one step)."""
+    runs = {(r["layout"], r["control"], r["views"]): r for r in four["runs"]
+            if not r["resumed"]}
+    dp, both, tp = (runs[(lay, False, False)] for lay in PAGE_LAYOUTS)
+    tensors = dp["memory"]["tensors"]
+    assert tensors == 2 * 13 + 5                      # the model's parameter tensors
+    assert dp["collectives"]["ops"]["all_reduce"] == tensors
+    tp_reduces = tp["collectives"]["ops"]["all_reduce"]
+    assert tp_reduces > 0 and "all_reduce" in tp["collectives"]["ops"]
+    assert both["collectives"]["ops"]["all_reduce"] == tensors + tp_reduces
+    control = runs[("4x1x1x1", True, False)]
+    assert control["collectives"]["ops"]["all_reduce"] == tensors + 1
+    assert dp["memory"]["params"] == dp["memory"]["grads"] > \
+        both["memory"]["params"] > tp["memory"]["params"] > 0
+    assert dp["memory"]["optimizer"] == 0                # SGD without momentum
+    assert all(r["bytes_written"] > 0 for r in runs.values())
+    assert "not supported in CPU" in four["allocator"]
+    words = capstone.paddle_comm_words(four)
+    assert f"4x1x1x1 ran {tensors} all-reduces for its {tensors} parameter tensors, " \
+        "one per gradient" in words and "as many as" in words
+    assert "in Resharding" not in (four_dir / "log" / "workerlog.0").read_text()
+
+
 def test_resumed_by_the_ranks_that_saved_it_the_run_continues_bit_for_bit(four):
     saved = [r for r in four["runs"] if not r["resumed"] and not r["control"]
              and not r["views"]]

@@ -91,3 +91,38 @@ def test_momentum_left_out_by_the_tracker_is_measured_not_assumed():
     held[0]["measured"]["Optstate"] = 2048
     assert tables.momentum_words(held, (before, after)) == \
         "the tracker counted from 2.0 to 2.0 KiB of it at the peak"
+
+
+def _paddle_run(layout, ops, tensors=31, control=False, resumed=None):
+    r, s, t, p = (int(n) for n in layout.split("x"))
+    return {"layout": layout, "replicate": r, "shard": s, "tp": t, "pp": p,
+            "control": control, "views": False, "resumed": resumed,
+            "step_s": [0.5, 0.1, 0.2, 0.3], "wall_s": 1.0, "bytes_written": 2048,
+            "collectives": {"ops": ops, "local": {}},
+            "memory": {"tensors": tensors, "params": 4096, "grads": 4096, "optimizer": 0}}
+
+
+def test_the_paddle_table_shows_the_recorded_cost_and_the_check_is_computed():
+    rec = {"runs": [_paddle_run("4x1x1x1", {"all_reduce": 31, "all_gather": 1}),
+                    _paddle_run("2x1x2x1", {"all_reduce": 47}),
+                    _paddle_run("1x1x4x1", {"all_reduce": 16}),
+                    _paddle_run("4x1x1x1", {"all_reduce": 32}, control=True)]}
+    table = tables.paddle_cost_table(rec)
+    assert "4x1x1x1: 200 ms per step, 1.0 s for the layout" in table
+    assert "collectives: 1 all_gather, 31 all_reduce; wrote 2 KiB in a step" in table
+    assert "4x1x1x1 (control)" in table and max(map(len, table.splitlines())) <= 100
+    words = tables.paddle_comm_words(rec)
+    assert words == ("4x1x1x1 ran 31 all-reduces for its 31 parameter tensors, one per "
+                     "gradient; 2x1x2x1 ran 47: 31 for the gradients and 16 more, as many "
+                     "as the 16 of 1x1x4x1")
+    # a count that does not fit is said as it is
+    rec["runs"][0]["collectives"]["ops"]["all_reduce"] = 30
+    rec["runs"][1]["collectives"]["ops"]["all_reduce"] = 48
+    words = tables.paddle_comm_words(rec)
+    assert "4x1x1x1 ran 30 all-reduces for its 31 parameter tensors;" in words
+    assert "17 more, not the 16 of 1x1x4x1" in words
+    # a record of the script before it counted: said, not invented
+    old = {"runs": [{k: v for k, v in rec["runs"][0].items()
+                     if k not in ("collectives", "memory", "bytes_written")}]}
+    assert "(no cost was recorded)" in tables.paddle_cost_table(old)
+    assert tables.paddle_comm_words(old) == "no layout's collectives were recorded"
