@@ -230,9 +230,9 @@ def momentum_words(rows: list[dict], seen: tuple[int, int]) -> str:
         words += (f". On this build, a small model's optimizer registered with "
                   f"MemTracker before its first step (as the script registers it) "
                   f"showed {before} bytes of state in the peak of a later step, "
-                  f"registered after the first step {after:,} bytes: the tracker sees "
-                  "momentum only if it existed when the optimizer was registered, so "
-                  "the measured peaks leave it out")
+                  f"registered after the first step {after:,} bytes: registered "
+                  "before its momentum exists, the tracker does not count it at the "
+                  "peak, so the measured peaks above leave it out")
     return words
 
 
