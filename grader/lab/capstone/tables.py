@@ -37,6 +37,15 @@ def measured_ops(run: dict) -> Counter:
     return Counter(OP.get(name, name) for name, _ in run["collectives"])
 
 
+def measured_sizes(run: dict) -> Counter:
+    """Bytes per collective kind in the counted step: for each call, its largest
+    tensor (an all-gather's output, a reduce-scatter's input), as the script sized it."""
+    out: Counter = Counter()
+    for name, size in run["collectives"]:
+        out[OP.get(name, name)] += size
+    return out
+
+
 def predicted_ops(model: Transformer, layout: Layout) -> Counter:
     """Rank 0's collectives in a step, as the planner's rules for the capstone's
     functions list them (rank 0 is on the first pipeline stage)."""
@@ -78,7 +87,8 @@ def layout_rows(record: dict) -> list[dict]:
                      "flops": run.get("flops"),
                      "wall_s": run.get("wall_s"),
                      "measured": measured_ops(run), "predicted": predicted_ops(model, layout),
-                     "measured_bytes": sum(b for _, b in run["collectives"])})
+                     "measured_bytes": sum(b for _, b in run["collectives"]),
+                     "sizes": measured_sizes(run)})
     return rows
 
 
@@ -92,7 +102,10 @@ def layout_table(rows: list[dict]) -> str:
         lay = r["layout"]
         lines += [f"{lay.text:9} {str(lay):26} {1e3 * r['step_s']:8.0f}",
                   f"{'':9} measured: {_ops(r['measured'])}",
-                  f"{'':9} planner:  {_ops(r['predicted'])}"]
+                  f"{'':9} planner:  {_ops(r['predicted'])}",
+                  f"{'':9} sized:    " + (", ".join(
+                      f"{op} {b / 1024:.0f} KiB" for op, b in sorted(r['sizes'].items()))
+                      or "none")]
     return "\n".join(lines)
 
 

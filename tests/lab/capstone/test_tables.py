@@ -49,6 +49,10 @@ def test_a_difference_is_stated_with_its_size():
     assert "1x4x1x1: all_gather 4 measured, 5 planned (-1)" in words
     assert "all_reduce 1 measured, 0 planned (+1)" in words
     assert tables.counts_words([]) == "no layout was measured"
+    # each kind's bytes as the script sized its calls, shown under the counts
+    assert row["sizes"] == Counter(all_gather=40, reduce_scatter=30, all_reduce=4)
+    assert "sized:    all_gather 0 KiB, all_reduce 0 KiB, reduce_scatter 0 KiB" in \
+        tables.layout_table([row])
 
 
 PEAK = {"Parameter": 96_768, "Buffer": 0, "Gradient": 8_704, "Activation": 150_024,
