@@ -179,7 +179,10 @@ def test_a_node_that_dies_mid_training_ends_the_other_naming_its_rank_and_the_ca
     assert re.search(r"rank\s*:\s*[01] \(local_rank: 0\)", out), out[-4000:]
     assert re.search(r"exitcode\s*:\s*1", out), out[-4000:]
     # gloo names the dead node's address
-    assert re.search(r"\[127\.0\.0\.1\]:\d+: Connection (reset|closed) by peer", out), \
+    # gloo words it either way round: "Read error [127.0.0.1]:N: Connection reset by peer"
+    # or "Connection closed by peer [127.0.0.1]:N" (both seen)
+    assert re.search(r"\[127\.0\.0\.1\]:\d+: Connection (reset|closed) by peer"
+                     r"|Connection (reset|closed) by peer \[127\.0\.0\.1\]:\d+", out), \
         out[-4000:]
     assert took < JOIN_TIMEOUT + 30, took
 
