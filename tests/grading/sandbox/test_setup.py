@@ -457,6 +457,11 @@ def test_an_ordinary_error_names_no_limit():
 
 # -- one folder and one control group per submission; what the sandbox stops (issue 15) ------
 
+# how a kernel ends after a clean close (setup.kernel_end's docstring): by itself, by
+# jupyter_client's SIGTERM, or now and then CPython's SIGABRT at shutdown
+AFTER_A_CLOSE = ("exit 0", "SIGTERM", "SIGABRT")
+
+
 def _wait_end(folder: Path) -> str | None:
     for _ in range(200):
         if setup.kernel_end(folder):
@@ -502,8 +507,9 @@ def test_each_submission_gets_its_own_socket_folder_removed_afterwards(sandboxed
             finally:
                 k.close()
             # ended: by itself, or terminated by jupyter_client when the shutdown it asked
-            # for takes longer than its wait (as on a loaded machine)
-            assert not err and _wait_end(folder) in ("exit 0", "SIGTERM")
+            # for takes longer than its wait (as on a loaded machine), or CPython's abort at
+            # shutdown (setup.kernel_end: seen in a fresh-clone CI run here)
+            assert not err and _wait_end(folder) in AFTER_A_CLOSE
             refused, line = out.splitlines()
             where, listing = line.split(" ", 1)
             assert refused == "OSError"    # read-only: root's, its sockets made by the launcher
@@ -539,7 +545,7 @@ def test_a_kernel_runs_in_a_control_group_of_its_own_with_the_limits(sandboxed, 
             assert int((mem / "memory.limit_in_bytes").read_text()) == int(LIMITS.memory_gb * 2**30)
     finally:
         k.close()
-    assert _wait_end(tmp_path / "rt") in ("exit 0", "SIGTERM")   # how nbclient stopped it
+    assert _wait_end(tmp_path / "rt") in AFTER_A_CLOSE   # how nbclient stopped it
     assert not any(Path("/sys/fs/cgroup").rglob(name))      # removed with the kernel
 
 
