@@ -15,9 +15,9 @@ gradients over them: the gradients averaged twice.
 
 What a step costs, per layout: the collectives each rank ran in its second step, counted
 from Paddle's own log of its reshard functions (through which dist.parallelize and a
-DTensor's reshard run every collective on CPU), the bytes of the rank's shares of the
-weights and gradients (a DTensor's local value) and, in its third step, the bytes the
-process wrote (Linux's /proc/self/io: gloo's sockets among them).
+distributed tensor's reshard run every collective on CPU), the bytes of the rank's shares
+of the weights and gradients (a distributed tensor's local value) and, in its third step,
+the bytes the process wrote (Linux's /proc/self/io: gloo's sockets among them).
 
 The training state (the weights, the schedule's position, the data's position) is
 checkpointed with dist.save_state_dict and loaded with dist.load_state_dict:
@@ -152,7 +152,7 @@ def complete(folder) -> list[Path]:
 
 
 def state_of(model, sched, step: int, layout: str = "0x0x0x0") -> dict:
-    """The weights (each rank's shards: DTensors under tensor parallelism), the
+    """The weights (each rank's shards: distributed tensors under tensor parallelism), the
     schedule's and the data's positions and the layout that saved them, as tensors:
     dist.save_state_dict saves tensors only. (Paddle's random generator state is an
     object it does not take; the run draws no random numbers after making the
@@ -201,7 +201,7 @@ def misfits(state: dict, path: Path) -> list[str]:
              paddle.load(str(meta)).state_dict_metadata.items()}
     problems = []
     for key, t in state.items():
-        shape = tuple(t.shape)                    # a DTensor's shape is its global one
+        shape = tuple(t.shape)         # a distributed tensor's shape is its global one
         if key not in saved:
             problems.append(f"missing {key}")
         elif saved[key] != shape:
@@ -247,7 +247,7 @@ def vlog(level: int) -> None:
 
 class Comm:
     """The communication this rank's reshard functions ran inside the block, from
-    Paddle's own log of them: every collective of dist.parallelize and of a DTensor's
+    Paddle's own log of them: every collective of dist.parallelize and of a distributed tensor's
     reshard on CPU goes through one. The log is switched on for the block only, and
     glog's lines (written to file descriptor 2) are read back from a temporary file;
     the lines that are not calls go on to stderr. Also the bytes this process wrote
@@ -286,7 +286,7 @@ def written() -> int | None:
 
 
 def local_bytes(tensors) -> int:
-    """Bytes of this rank's share of ``tensors`` (a DTensor's local shard)."""
+    """Bytes of this rank's share of ``tensors`` (a distributed tensor's local shard)."""
     return sum(int(v._local_value().numel()) * v.element_size() if v.is_dist()
                else int(v.numel()) * v.element_size() for v in tensors)
 

@@ -96,6 +96,20 @@ def _ops(c: Counter) -> str:
     return ", ".join(f"{n} {op}" for op, n in sorted(c.items())) or "none"
 
 
+def _listed(label: str, items: list[str], width: int = 100) -> list[str]:
+    """``label`` and ``items`` joined by commas, in lines of at most ``width`` characters,
+    continued under the first item (the page's output lines fit its column)."""
+    head = f"{'':9} {label:9}"
+    lines, line = [], head
+    for i, item in enumerate(items or ["none"]):
+        piece = " " + item + ("," if i < len(items) - 1 else "")
+        if line.strip() != label and len(line) + len(piece) > width:
+            lines.append(line)
+            line = " " * len(head)
+        line += piece
+    return lines + [line]
+
+
 def layout_table(rows: list[dict]) -> str:
     lines = [f"{'layout':9} {'axes':26} {'step ms':>8}   collectives of rank 0 in a step"]
     for r in rows:
@@ -103,9 +117,8 @@ def layout_table(rows: list[dict]) -> str:
         lines += [f"{lay.text:9} {str(lay):26} {1e3 * r['step_s']:8.0f}",
                   f"{'':9} measured: {_ops(r['measured'])}",
                   f"{'':9} planner:  {_ops(r['predicted'])}",
-                  f"{'':9} sized:    " + (", ".join(
-                      f"{op} {b / 1024:.0f} KiB" for op, b in sorted(r['sizes'].items()))
-                      or "none")]
+                  *_listed("sized:", [f"{op} {b / 1024:.0f} KiB"
+                                      for op, b in sorted(r['sizes'].items())])]
     return "\n".join(lines)
 
 

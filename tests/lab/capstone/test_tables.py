@@ -130,3 +130,17 @@ def test_the_paddle_table_shows_the_recorded_cost_and_the_check_is_computed():
                      if k not in ("collectives", "memory", "bytes_written")}]}
     assert "(no cost was recorded)" in tables.paddle_cost_table(old)
     assert tables.paddle_comm_words(old) == "no layout's collectives were recorded"
+
+
+def test_a_long_list_of_collectives_wraps_to_the_pages_width():
+    """The layout table's 'sized:' list continues on lines of its own under its first item
+    (a fresh-clone build printed one of 105 characters, wider than the page)."""
+    from grader.lab.capstone.tables import _listed
+
+    items = [f"{op} {n} KiB" for op, n in (("all_gather", 79), ("all_reduce", 56), ("recv", 8),
+                                             ("reduce_scatter", 29), ("send", 8))]
+    lines = _listed("sized:", items)
+    assert len(lines) == 2 and all(len(line) <= 100 for line in lines), lines
+    assert " ".join(" ".join(lines).split()) == "sized: " + ", ".join(items)
+    assert lines[1].index("send") == lines[0].index("all_gather")     # under the first item
+    assert _listed("sized:", []) == [f"{'':9} sized:    none"]
