@@ -128,3 +128,27 @@ def record_if_stale(path: Path, result: dict, script: Path, command: str) -> Non
     if record is None or record["stale"]:
         write_record(result, script, command, path)
     assert not read_record(path, script)["stale"]
+
+
+def same_losses_as_one_node(nodes: list[Node], out: Path, one_node: dict, layout: str,
+                            record: Path, script: Path, command: str) -> None:
+    """The two-node run's ending, either framework: both nodes exit 0, the run trained, its
+    losses are the one-node run's (the same floats, not close ones), and the record the
+    page shows is rewritten when the script changed."""
+    import json
+
+    from grader.lab import capstone
+
+    try:
+        for node in nodes:
+            node.wait(timeout=300)
+            assert node.proc.returncode == 0, node.output()[-4000:]
+    finally:
+        stop_all(nodes)
+    two = json.loads(out.read_text())
+    assert two["world"] == one_node["world"] == 2
+    ((a,), (b,)) = two["runs"], one_node["runs"]
+    assert a["losses"] == b["losses"]                   # the same floats, not close ones
+    assert two["reference"][0] - two["reference"][-1] > 100 * capstone.TOLERANCE  # trained
+    record_if_stale(record, {"layout": layout, "one_node": b["losses"],
+                             "two_nodes": a["losses"]}, script, command)

@@ -19,7 +19,8 @@ import pytest
 from grader.lab import capstone
 from grader.lab.capstone.records import RECORDS
 
-from ._nodes import one_node_srun, record_if_stale, start_node, stop_all, wait_for
+from ._nodes import (one_node_srun, same_losses_as_one_node, start_node, stop_all,
+                     wait_for)
 from ._run import BIN, SCRIPTS, free_port, run
 from ._slurm import GPUS, slurm  # noqa: F401  (a fixture)
 
@@ -71,21 +72,9 @@ def test_two_nodes_train_to_the_one_node_losses_bit_for_bit(work, one_node):
     nodes = [start_node(f"node{n}", two_node_cmd(n, master, "--layouts", LAYOUT, "--out",
                                                   "out.json"), work, work.parent, **QUIET)
              for n in (0, 1)]
-    try:
-        for node in nodes:
-            node.wait(timeout=300)
-            assert node.proc.returncode == 0, node.output()[-4000:]
-    finally:
-        stop_all(nodes)
-    two = json.loads((work / "out.json").read_text())
-    assert two["world"] == one_node["world"] == 2
-    ((a,), (b,)) = two["runs"], one_node["runs"]
-    assert a["losses"] == b["losses"]                   # the same floats, not close ones
-    assert two["reference"][0] - two["reference"][-1] > 100 * capstone.TOLERANCE  # trained
-    record_if_stale(RECORD, {"layout": LAYOUT, "one_node": b["losses"],
-                             "two_nodes": a["losses"]},
-                    SCRIPTS / "capstone_paddle.py",
-                    "two launchers (--nnodes 2 --master) of 1 rank, and one launcher of 2 ranks: capstone_paddle.py --layouts 2x1x1x1")
+    same_losses_as_one_node(nodes, work / "out.json", one_node, LAYOUT, RECORD,
+                            SCRIPTS / "capstone_paddle.py",
+                            "two launchers (--nnodes 2 --master) of 1 rank, and one launcher of 2 ranks: capstone_paddle.py --layouts 2x1x1x1")
 
 
 def test_the_batch_script_trains_under_a_real_slurm(work, slurm):

@@ -16,7 +16,8 @@ import pytest
 from grader.lab import capstone
 from grader.lab.capstone.records import RECORDS
 
-from ._nodes import one_node_srun, record_if_stale, start_node, stop_all, wait_for
+from ._nodes import (one_node_srun, same_losses_as_one_node, start_node, stop_all,
+                     wait_for)
 from ._run import BIN, SCRIPTS, free_port, run
 from ._slurm import GPUS, slurm  # noqa: F401  (a fixture)
 
@@ -59,21 +60,9 @@ def test_two_nodes_train_to_the_one_node_losses_bit_for_bit(tmp_path, one_node):
     nodes = [start_node(f"node{n}", two_node_cmd(n, port, "--layouts", LAYOUT, "--out",
                                                   str(tmp_path / "out.json")), tmp_path,
                         tmp_path) for n in (0, 1)]
-    try:
-        for node in nodes:
-            node.wait(timeout=300)
-            assert node.proc.returncode == 0, node.output()[-4000:]
-    finally:
-        stop_all(nodes)
-    two = json.loads((tmp_path / "out.json").read_text())
-    assert two["world"] == one_node["world"] == 2
-    ((a,), (b,)) = two["runs"], one_node["runs"]
-    assert a["losses"] == b["losses"]                   # the same floats, not close ones
-    assert two["reference"][0] - two["reference"][-1] > 100 * capstone.TOLERANCE  # trained
-    record_if_stale(RECORD, {"layout": LAYOUT, "one_node": b["losses"],
-                             "two_nodes": a["losses"]},
-                    SCRIPTS / "capstone_torch.py",
-                    "two torchrun nodes (--nnodes=2, c10d) of 1 rank, and torchrun --standalone --nproc-per-node=2: capstone_torch.py --layouts 2x1x1x1")
+    same_losses_as_one_node(nodes, tmp_path / "out.json", one_node, LAYOUT, RECORD,
+                            SCRIPTS / "capstone_torch.py",
+                            "two torchrun nodes (--nnodes=2, c10d) of 1 rank, and torchrun --standalone --nproc-per-node=2: capstone_torch.py --layouts 2x1x1x1")
 
 
 def test_the_batch_script_trains_under_a_real_slurm(tmp_path, slurm):
