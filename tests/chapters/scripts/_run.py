@@ -117,3 +117,16 @@ def fake_slurm(tmp_path: Path) -> Path:
         (fake / name).write_text(text)
         (fake / name).chmod(0o755)
     return fake
+
+
+def attempts(log: str) -> list[list[tuple[int, float]]]:
+    """The run's loss log (one "step loss" line per step, kept across restarts), cut
+    where a restarted attempt goes back to an earlier step."""
+    out: list[list[tuple[int, float]]] = []
+    for line in log.split("\n"):
+        if line.strip():
+            step, loss = line.split()
+            if not out or int(step) != out[-1][-1][0] + 1:
+                out.append([])
+            out[-1].append((int(step), float(loss)))
+    return out

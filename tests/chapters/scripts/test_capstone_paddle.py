@@ -17,7 +17,7 @@ import pytest
 
 from grader.lab import capstone
 
-from ._run import SCRIPTS, env, run
+from ._run import SCRIPTS, attempts, env, run
 
 pytestmark = pytest.mark.slow
 PAGE_LAYOUTS = ["4x1x1x1", "2x1x2x1", "1x1x4x1"]      # as the page runs them
@@ -171,17 +171,6 @@ def test_one_process_loads_nothing_into_a_model_parallelized_on_one_rank(four, f
             PYTHONWARNINGS="ignore")
     assert json.loads(p.stdout.strip().splitlines()[-1]) == \
         {"plain": True, "one-rank mesh": False}
-
-
-def attempts(log: str) -> list[list[tuple[int, float]]]:
-    out: list[list[tuple[int, float]]] = []
-    for line in log.split("\n"):
-        if line.strip():
-            step, loss = line.split()
-            if not out or int(step) != out[-1][-1][0] + 1:
-                out.append([])
-            out[-1].append((int(step), float(loss)))
-    return out
 
 
 def test_the_launcher_does_not_restart_without_an_etcd_master(tmp_path):

@@ -19,7 +19,7 @@ from grader.lab import capstone
 from grader.lab.capstone.tables import measured_ops
 from grader.lab.planner.composed import Layout
 
-from ._run import BIN, SCRIPTS, run
+from ._run import BIN, SCRIPTS, attempts, run
 
 pytestmark = pytest.mark.slow
 PAGE_LAYOUTS = ["1x4x1x1", "2x2x1x1", "1x2x2x1", "1x2x1x2", "1x1x2x2"]   # as the page
@@ -197,19 +197,6 @@ def test_sixteen_ranks_four_axes_and_its_record(tmp_path):
                               capstone.RECORD_16)
     assert not capstone.read_record(capstone.RECORD_16,
                                     SCRIPTS / "capstone_torch.py")["stale"]
-
-
-def attempts(log: str) -> list[list[tuple[int, float]]]:
-    """The run's loss log (one "step loss" line per step, kept across restarts), cut
-    where a restarted attempt goes back to an earlier step."""
-    out: list[list[tuple[int, float]]] = []
-    for line in log.split("\n"):
-        if line.strip():
-            step, loss = line.split()
-            if not out or int(step) != out[-1][-1][0] + 1:
-                out.append([])
-            out[-1].append((int(step), float(loss)))
-    return out
 
 
 @pytest.mark.timeout(600)
